@@ -1,0 +1,2 @@
+//! boitata-agent
+fn main() {}

@@ -1,0 +1,2 @@
+//! boitata CLI
+fn main() {}

@@ -1,0 +1,416 @@
+//! Settings: where they come from and what they hold.
+//!
+//! The first file found wins: `--config FILE`, `$BOITATA_CONFIG`, `./boitata.toml`,
+//! then the user config dir (`~/.config/boitata/config.toml` on Linux). No file at all
+//! is fine: the defaults apply. Environment variables then override the file:
+//! `BOITATA_PROVIDER`, `BOITATA_MODEL`, `BOITATA_BASE_URL`, `BOITATA_SCRIPT`,
+//! `BOITATA_DATA_DIR`, `BOITATA_API_TOKEN`; API keys come from `OPENAI_API_KEY` and
+//! `ANTHROPIC_API_KEY` only (never from a file that might be committed).
+//!
+//! ```toml
+//! [provider]
+//! kind = "openai"               # openai | anthropic | scripted
+//! model = "gpt-4.1-mini"
+//! base_url = "http://127.0.0.1:11434/v1"   # any Chat Completions server
+//! timeout = "120s"
+//! max_retries = 4
+//!
+//! [agent]
+//! max_turns = 30
+//!
+//! [tools]
+//! command_timeout = "120s"
+//! max_output_bytes = 32768
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// All settings.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// The model provider.
+    pub provider: ProviderConfig,
+    /// The agent loop.
+    pub agent: AgentConfig,
+    /// Tool limits.
+    pub tools: ToolsConfig,
+    /// The server.
+    pub server: ServerConfig,
+    /// Where runs are stored (default: the user data dir).
+    pub data_dir: Option<PathBuf>,
+    /// The file these settings were read from, if any.
+    #[serde(skip)]
+    pub source: Option<PathBuf>,
+}
+
+/// Which model API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProviderKind {
+    /// OpenAI Chat Completions (and compatible servers).
+    #[default]
+    Openai,
+    /// Anthropic Messages.
+    Anthropic,
+    /// A replayed script of model turns.
+    Scripted,
+}
+
+impl ProviderKind {
+    /// `openai`, `anthropic` or `scripted`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderKind::Openai => "openai",
+            ProviderKind::Anthropic => "anthropic",
+            ProviderKind::Scripted => "scripted",
+        }
+    }
+
+    /// Parses [`ProviderKind::as_str`]'s output.
+    ///
+    /// # Errors
+    /// [`ConfigError::UnknownProvider`].
+    pub fn parse(s: &str) -> Result<Self, ConfigError> {
+        match s {
+            "openai" => Ok(ProviderKind::Openai),
+            "anthropic" => Ok(ProviderKind::Anthropic),
+            "scripted" => Ok(ProviderKind::Scripted),
+            other => Err(ConfigError::UnknownProvider(other.to_owned())),
+        }
+    }
+
+    /// The environment variable holding this provider's API key, if it needs one.
+    pub fn api_key_variable(self) -> Option<&'static str> {
+        match self {
+            ProviderKind::Openai => Some("OPENAI_API_KEY"),
+            ProviderKind::Anthropic => Some("ANTHROPIC_API_KEY"),
+            ProviderKind::Scripted => None,
+        }
+    }
+
+    /// The model used when none is configured.
+    pub fn default_model(self) -> &'static str {
+        match self {
+            ProviderKind::Openai => "gpt-4.1-mini",
+            ProviderKind::Anthropic => "claude-sonnet-4-5",
+            ProviderKind::Scripted => "scripted",
+        }
+    }
+}
+
+/// Provider settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ProviderConfig {
+    /// Which API.
+    pub kind: ProviderKind,
+    /// The model (default per provider).
+    pub model: Option<String>,
+    /// The API's base URL (default: the vendor's).
+    pub base_url: Option<String>,
+    /// For `scripted`: the script file.
+    pub script: Option<PathBuf>,
+    /// Per-request timeout (humantime, e.g. `120s`).
+    #[serde(with = "humantime_serde_compat")]
+    pub timeout: Duration,
+    /// Retries for 429 and 5xx.
+    pub max_retries: u32,
+    /// The API key: filled from the environment only, never read from a file.
+    #[serde(skip)]
+    pub api_key: Option<String>,
+}
+
+impl Default for ProviderConfig {
+    fn default() -> Self {
+        ProviderConfig {
+            kind: ProviderKind::default(),
+            model: None,
+            base_url: None,
+            script: None,
+            timeout: Duration::from_secs(120),
+            max_retries: 4,
+            api_key: None,
+        }
+    }
+}
+
+impl ProviderConfig {
+    /// The configured model or the provider's default.
+    pub fn model_or_default(&self) -> String {
+        self.model.clone().unwrap_or_else(|| self.kind.default_model().to_owned())
+    }
+}
+
+/// Agent loop settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AgentConfig {
+    /// The most model requests in one run of the agent.
+    pub max_turns: u32,
+    /// Replaces the built-in system prompt.
+    pub system_prompt: Option<String>,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        AgentConfig {
+            max_turns: 30,
+            system_prompt: None,
+        }
+    }
+}
+
+/// Tool limits.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ToolsConfig {
+    /// How long a command may run (humantime).
+    #[serde(with = "humantime_serde_compat")]
+    pub command_timeout: Duration,
+    /// The most output a tool returns to the model, in bytes.
+    pub max_output_bytes: usize,
+}
+
+impl Default for ToolsConfig {
+    fn default() -> Self {
+        let limits = crate::tool::ToolLimits::default();
+        ToolsConfig {
+            command_timeout: limits.command_timeout,
+            max_output_bytes: limits.max_output_bytes,
+        }
+    }
+}
+
+/// Server settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// Bearer token every request must carry (also `BOITATA_API_TOKEN`).
+    pub api_token: Option<String>,
+    /// How many runs execute at once; the rest wait as `queued`.
+    pub max_concurrent_runs: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            api_token: None,
+            max_concurrent_runs: 4,
+        }
+    }
+}
+
+/// What can go wrong loading settings.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML for these settings.
+    #[error("invalid config {path}: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The parser's message (with line and column).
+        message: String,
+    },
+    /// An unknown provider name.
+    #[error("unknown provider {0:?}: use openai, anthropic or scripted")]
+    UnknownProvider(String),
+}
+
+/// A view of environment variables. Tests pass a map instead of touching the process
+/// environment.
+pub trait EnvSource {
+    /// The variable's value, if set and non-empty.
+    fn var(&self, name: &str) -> Option<String>;
+}
+
+/// The process environment.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ProcessEnv;
+
+impl EnvSource for ProcessEnv {
+    fn var(&self, name: &str) -> Option<String> {
+        std::env::var(name).ok().filter(|v| !v.is_empty())
+    }
+}
+
+impl EnvSource for BTreeMap<String, String> {
+    fn var(&self, name: &str) -> Option<String> {
+        self.get(name).cloned().filter(|v| !v.is_empty())
+    }
+}
+
+impl Config {
+    /// Finds and reads the config file (see the module docs), then applies `env`.
+    ///
+    /// # Errors
+    /// [`ConfigError`] when a named file is missing or any file is invalid.
+    pub fn load(explicit: Option<&Path>, env: &dyn EnvSource) -> Result<Config, ConfigError> {
+        let candidate = match explicit {
+            Some(path) => Some(path.to_path_buf()),
+            None => env
+                .var("BOITATA_CONFIG")
+                .map(PathBuf::from)
+                .or_else(|| Some(PathBuf::from("boitata.toml")).filter(|p| p.is_file()))
+                .or_else(|| user_config_file().filter(|p| p.is_file())),
+        };
+        let mut config = match candidate {
+            Some(path) => Config::read(&path)?,
+            None => Config::default(),
+        };
+        config.apply_env(env)?;
+        Ok(config)
+    }
+
+    /// Reads one TOML file.
+    ///
+    /// # Errors
+    /// [`ConfigError::Read`] or [`ConfigError::Parse`].
+    pub fn read(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let mut config: Config = toml::from_str(&text).map_err(|e| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        config.source = Some(path.to_path_buf());
+        // A relative script path is relative to the config file.
+        if let (Some(script), Some(dir)) = (&config.provider.script, path.parent()) {
+            if script.is_relative() {
+                config.provider.script = Some(dir.join(script));
+            }
+        }
+        Ok(config)
+    }
+
+    /// Applies the environment overrides listed in the module docs.
+    ///
+    /// # Errors
+    /// [`ConfigError::UnknownProvider`] for a bad `BOITATA_PROVIDER`.
+    pub fn apply_env(&mut self, env: &dyn EnvSource) -> Result<(), ConfigError> {
+        if let Some(kind) = env.var("BOITATA_PROVIDER") {
+            self.provider.kind = ProviderKind::parse(&kind)?;
+        }
+        if let Some(model) = env.var("BOITATA_MODEL") {
+            self.provider.model = Some(model);
+        }
+        if let Some(url) = env.var("BOITATA_BASE_URL") {
+            self.provider.base_url = Some(url);
+        }
+        if let Some(script) = env.var("BOITATA_SCRIPT") {
+            self.provider.script = Some(PathBuf::from(script));
+        }
+        if let Some(dir) = env.var("BOITATA_DATA_DIR") {
+            self.data_dir = Some(PathBuf::from(dir));
+        }
+        if let Some(token) = env.var("BOITATA_API_TOKEN") {
+            self.server.api_token = Some(token);
+        }
+        self.refresh_api_key(env);
+        Ok(())
+    }
+
+    /// Sets `provider.api_key` from the current provider's key variable.
+    pub fn refresh_api_key(&mut self, env: &dyn EnvSource) {
+        self.provider.api_key = self.provider.kind.api_key_variable().and_then(|v| env.var(v));
+    }
+
+    /// The data dir: configured, or the user data dir (`~/.local/share/boitata`), or
+    /// `./.boitata` when no home is known.
+    pub fn data_dir_or_default(&self) -> PathBuf {
+        self.data_dir.clone().unwrap_or_else(|| {
+            directories::ProjectDirs::from("", "", "boitata")
+                .map(|d| d.data_dir().to_path_buf())
+                .unwrap_or_else(|| PathBuf::from(".boitata"))
+        })
+    }
+
+    /// Every secret these settings hold (API key, server token), for redaction.
+    pub fn secrets(&self) -> Vec<String> {
+        self.provider
+            .api_key
+            .iter()
+            .chain(self.server.api_token.iter())
+            .cloned()
+            .collect()
+    }
+}
+
+/// The user config file (`~/.config/boitata/config.toml` on Linux), if a home is known.
+pub fn user_config_file() -> Option<PathBuf> {
+    directories::ProjectDirs::from("", "", "boitata").map(|d| d.config_dir().join("config.toml"))
+}
+
+/// The user config dir (`~/.config/boitata` on Linux), if a home is known.
+pub fn user_config_dir() -> Option<PathBuf> {
+    directories::ProjectDirs::from("", "", "boitata").map(|d| d.config_dir().to_path_buf())
+}
+
+/// Serde helpers for `Duration` as a humantime string (`90s`, `10m`).
+pub mod humantime_serde_compat {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    /// Writes `d` as humantime.
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&humantime::format_duration(*d).to_string())
+    }
+
+    /// Reads a humantime string.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let text = String::deserialize(d)?;
+        humantime::parse_duration(&text)
+            .map_err(|e| serde::de::Error::custom(format!("invalid duration {text:?}: {e} (use e.g. 90s, 10m)")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn file_then_env_overrides() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b.toml");
+        std::fs::write(&path, "[provider]\nkind = \"anthropic\"\nmodel = \"m1\"\ntimeout = \"5s\"\n").unwrap();
+        let config = Config::load(
+            Some(&path),
+            &env(&[("BOITATA_MODEL", "m2"), ("ANTHROPIC_API_KEY", "key-123456")]),
+        )
+        .unwrap();
+        assert_eq!(config.provider.kind, ProviderKind::Anthropic);
+        assert_eq!(config.provider.model.as_deref(), Some("m2"));
+        assert_eq!(config.provider.timeout, Duration::from_secs(5));
+        assert_eq!(config.provider.api_key.as_deref(), Some("key-123456"));
+    }
+
+    #[test]
+    fn unknown_fields_and_providers_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b.toml");
+        std::fs::write(&path, "[provider]\nkinda = \"openai\"\n").unwrap();
+        let err = Config::load(Some(&path), &env(&[])).unwrap_err().to_string();
+        assert!(err.contains("kinda"), "{err}");
+        let err = Config::load(None, &env(&[("BOITATA_PROVIDER", "gpt")])).unwrap_err().to_string();
+        assert!(err.contains("unknown provider \"gpt\""), "{err}");
+    }
+}

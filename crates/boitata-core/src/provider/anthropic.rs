@@ -1,0 +1,1 @@
+//! `anthropic` provider (placeholder: filled in by the providers work).

@@ -1,0 +1,1 @@
+//! `openai` provider (placeholder: filled in by the providers work).

@@ -1,0 +1,1 @@
+//! `scripted` provider (placeholder: filled in by the providers work).

@@ -1,0 +1,158 @@
+//! The agent's tools. Each tool is one file, has a JSON Schema the model sees
+//! ([`ToolSpec`]), and acts only beneath the [`Workspace`] root.
+//!
+//! | tool | does |
+//! |---|---|
+//! | `file_read` | reads a text file (optionally a line range) |
+//! | `file_write` | creates or replaces a file, creating parent directories |
+//! | `file_edit` | replaces one exact string; fails on zero or several matches |
+//! | `list_dir` | lists a directory |
+//! | `search` | regex search over the tree, respecting `.gitignore` |
+//! | `execute_command` | `sh -c` in the workspace, with a timeout and an output cap |
+//! | `git_status`, `git_diff`, `git_log`, `git_commit` | git in the workspace |
+//!
+//! A refused path or a failed call is a [`ToolError`]: the agent loop shows it to the
+//! model as an error result; it never ends the run.
+
+mod execute_command;
+mod file_edit;
+mod file_read;
+mod file_write;
+mod git;
+mod list_dir;
+mod search;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio_util::sync::CancellationToken;
+
+pub use crate::provider::ToolSpec;
+use crate::workspace::{Workspace, WorkspaceError};
+
+/// Limits that apply to every tool call.
+#[derive(Debug, Clone)]
+pub struct ToolLimits {
+    /// How long `execute_command` (and git) may run before the process group is killed.
+    pub command_timeout: Duration,
+    /// The most output a tool returns to the model, in bytes; the rest is cut with a marker.
+    pub max_output_bytes: usize,
+}
+
+impl Default for ToolLimits {
+    fn default() -> Self {
+        ToolLimits {
+            command_timeout: Duration::from_secs(120),
+            max_output_bytes: 32 * 1024,
+        }
+    }
+}
+
+/// What a tool call runs with.
+#[derive(Debug, Clone)]
+pub struct ToolContext {
+    /// The confined workspace.
+    pub workspace: Workspace,
+    /// Cancelled when the turn or run is cancelled; long tools must stop promptly.
+    pub cancel: CancellationToken,
+    /// The exact environment commands get (never the agent's own: it holds keys).
+    pub command_env: BTreeMap<String, String>,
+    /// Timeouts and caps.
+    pub limits: ToolLimits,
+}
+
+/// Why a tool call failed. Shown to the model as the tool's error output.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolError {
+    /// The arguments did not match the tool's schema.
+    #[error("invalid arguments for {tool}: {message}")]
+    InvalidArguments {
+        /// The tool.
+        tool: String,
+        /// What was wrong.
+        message: String,
+    },
+    /// A path was refused or a file operation failed.
+    #[error(transparent)]
+    Workspace(#[from] WorkspaceError),
+    /// No tool by that name.
+    #[error("unknown tool {name:?} (tools: {available})")]
+    UnknownTool {
+        /// The name the model asked for.
+        name: String,
+        /// The tools there are, comma-separated.
+        available: String,
+    },
+    /// The tool ran and failed (a non-matching edit, a git error, …).
+    #[error("{0}")]
+    Failed(String),
+    /// The call was cancelled.
+    #[error("cancelled")]
+    Cancelled,
+}
+
+/// One tool.
+#[async_trait]
+pub trait Tool: Send + Sync {
+    /// Its name, description and argument schema.
+    fn spec(&self) -> ToolSpec;
+
+    /// Runs it with `arguments` (a JSON object), returning the text the model sees.
+    ///
+    /// # Errors
+    /// [`ToolError`] for refused paths, bad arguments and failures.
+    async fn call(&self, ctx: &ToolContext, arguments: serde_json::Value) -> Result<String, ToolError>;
+}
+
+/// The set of tools an agent has, by name.
+#[derive(Clone, Default)]
+pub struct Toolbox {
+    tools: Vec<Arc<dyn Tool>>,
+}
+
+impl std::fmt::Debug for Toolbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.tools.iter().map(|t| t.spec().name)).finish()
+    }
+}
+
+impl Toolbox {
+    /// Every built-in tool.
+    pub fn standard() -> Self {
+        Toolbox {
+            tools: vec![
+                Arc::new(file_read::FileRead),
+                Arc::new(file_write::FileWrite),
+                Arc::new(file_edit::FileEdit),
+                Arc::new(list_dir::ListDir),
+                Arc::new(search::Search),
+                Arc::new(execute_command::ExecuteCommand),
+                Arc::new(git::GitStatus),
+                Arc::new(git::GitDiff),
+                Arc::new(git::GitLog),
+                Arc::new(git::GitCommit),
+            ],
+        }
+    }
+
+    /// The specs the model sees.
+    pub fn specs(&self) -> Vec<ToolSpec> {
+        self.tools.iter().map(|t| t.spec()).collect()
+    }
+
+    /// Calls the tool named `name`.
+    ///
+    /// # Errors
+    /// [`ToolError::UnknownTool`], or the tool's own error.
+    pub async fn call(&self, ctx: &ToolContext, name: &str, arguments: serde_json::Value) -> Result<String, ToolError> {
+        let Some(tool) = self.tools.iter().find(|t| t.spec().name == name) else {
+            return Err(ToolError::UnknownTool {
+                name: name.to_owned(),
+                available: self.tools.iter().map(|t| t.spec().name).collect::<Vec<_>>().join(", "),
+            });
+        };
+        tool.call(ctx, arguments).await
+    }
+}

@@ -1,0 +1,1 @@
+//! boitata-server

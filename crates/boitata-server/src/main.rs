@@ -1,0 +1,2 @@
+//! boitata-server
+fn main() {}
