@@ -142,7 +142,9 @@ impl Default for ProviderConfig {
 impl ProviderConfig {
     /// The configured model or the provider's default.
     pub fn model_or_default(&self) -> String {
-        self.model.clone().unwrap_or_else(|| self.kind.default_model().to_owned())
+        self.model
+            .clone()
+            .unwrap_or_else(|| self.kind.default_model().to_owned())
     }
 }
 
@@ -326,7 +328,11 @@ impl Config {
 
     /// Sets `provider.api_key` from the current provider's key variable.
     pub fn refresh_api_key(&mut self, env: &dyn EnvSource) {
-        self.provider.api_key = self.provider.kind.api_key_variable().and_then(|v| env.var(v));
+        self.provider.api_key = self
+            .provider
+            .kind
+            .api_key_variable()
+            .and_then(|v| env.var(v));
     }
 
     /// The data dir: configured, or the user data dir (`~/.local/share/boitata`), or
@@ -374,8 +380,11 @@ pub mod humantime_serde_compat {
     /// Reads a humantime string.
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         let text = String::deserialize(d)?;
-        humantime::parse_duration(&text)
-            .map_err(|e| serde::de::Error::custom(format!("invalid duration {text:?}: {e} (use e.g. 90s, 10m)")))
+        humantime::parse_duration(&text).map_err(|e| {
+            serde::de::Error::custom(format!(
+                "invalid duration {text:?}: {e} (use e.g. 90s, 10m)"
+            ))
+        })
     }
 }
 
@@ -384,14 +393,21 @@ mod tests {
     use super::*;
 
     fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
     fn file_then_env_overrides() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("b.toml");
-        std::fs::write(&path, "[provider]\nkind = \"anthropic\"\nmodel = \"m1\"\ntimeout = \"5s\"\n").unwrap();
+        std::fs::write(
+            &path,
+            "[provider]\nkind = \"anthropic\"\nmodel = \"m1\"\ntimeout = \"5s\"\n",
+        )
+        .unwrap();
         let config = Config::load(
             Some(&path),
             &env(&[("BOITATA_MODEL", "m2"), ("ANTHROPIC_API_KEY", "key-123456")]),
@@ -408,9 +424,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("b.toml");
         std::fs::write(&path, "[provider]\nkinda = \"openai\"\n").unwrap();
-        let err = Config::load(Some(&path), &env(&[])).unwrap_err().to_string();
+        let err = Config::load(Some(&path), &env(&[]))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("kinda"), "{err}");
-        let err = Config::load(None, &env(&[("BOITATA_PROVIDER", "gpt")])).unwrap_err().to_string();
+        let err = Config::load(None, &env(&[("BOITATA_PROVIDER", "gpt")]))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("unknown provider \"gpt\""), "{err}");
     }
 }

@@ -309,7 +309,11 @@ impl Emitter {
     ///
     /// `recorder` (the run store) accepts each event first; if it fails, the event is
     /// dropped and the error returned. `redactor` scrubs secrets from every string.
-    pub fn new(run_id: impl Into<String>, recorder: Option<Arc<dyn EventSink>>, redactor: Redactor) -> Self {
+    pub fn new(
+        run_id: impl Into<String>,
+        recorder: Option<Arc<dyn EventSink>>,
+        redactor: Redactor,
+    ) -> Self {
         Self::resuming(run_id, 1, recorder, redactor)
     }
 
@@ -392,7 +396,11 @@ impl Emitter {
         let Ok(mut value) = serde_json::to_value(&payload) else {
             return payload;
         };
-        sanitize_value(&mut value, &self.inner.redactor, self.inner.max_string_bytes);
+        sanitize_value(
+            &mut value,
+            &self.inner.redactor,
+            self.inner.max_string_bytes,
+        );
         serde_json::from_value(value).unwrap_or(payload)
     }
 }
@@ -433,11 +441,16 @@ pub fn truncate_with_marker(text: &str, max_bytes: usize) -> String {
 mod rfc3339 {
     use super::*;
 
-    pub(super) fn serialize<S: serde::Serializer>(ts: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
+    pub(super) fn serialize<S: serde::Serializer>(
+        ts: &DateTime<Utc>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
         s.serialize_str(&ts.to_rfc3339_opts(SecondsFormat::Millis, true))
     }
 
-    pub(super) fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<DateTime<Utc>, D::Error> {
+    pub(super) fn deserialize<'de, D: serde::Deserializer<'de>>(
+        d: D,
+    ) -> Result<DateTime<Utc>, D::Error> {
         let text = String::deserialize(d)?;
         DateTime::parse_from_rfc3339(&text)
             .map(|t| t.with_timezone(&Utc))
@@ -462,10 +475,21 @@ mod tests {
         let sink = Arc::new(Collect(Mutex::new(Vec::new())));
         let emitter = Emitter::new("r1", Some(sink.clone()), Redactor::new(["sk-secret-value"]));
         emitter
-            .emit(None, EventPayload::AgentMessage { text: "key is sk-secret-value".into() })
+            .emit(
+                None,
+                EventPayload::AgentMessage {
+                    text: "key is sk-secret-value".into(),
+                },
+            )
             .unwrap();
         emitter
-            .emit(Some("n"), EventPayload::RunFinished { status: RunStatus::Succeeded, error: None })
+            .emit(
+                Some("n"),
+                EventPayload::RunFinished {
+                    status: RunStatus::Succeeded,
+                    error: None,
+                },
+            )
             .unwrap();
         let events = sink.0.lock().unwrap().clone();
         assert_eq!(events.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![1, 2]);
@@ -481,9 +505,20 @@ mod tests {
         let emitter = Emitter::new("r", None, Redactor::default());
         let big = "é".repeat(DEFAULT_MAX_EVENT_STRING_BYTES);
         let event = emitter
-            .emit(None, EventPayload::ExecOutput { stream: OutputStream::Stdout, chunk: big })
+            .emit(
+                None,
+                EventPayload::ExecOutput {
+                    stream: OutputStream::Stdout,
+                    chunk: big,
+                },
+            )
             .unwrap();
-        let EventPayload::ExecOutput { chunk, .. } = event.payload else { panic!() };
-        assert!(chunk.ends_with(&format!("…[truncated {} bytes]", DEFAULT_MAX_EVENT_STRING_BYTES)));
+        let EventPayload::ExecOutput { chunk, .. } = event.payload else {
+            panic!()
+        };
+        assert!(chunk.ends_with(&format!(
+            "…[truncated {} bytes]",
+            DEFAULT_MAX_EVENT_STRING_BYTES
+        )));
     }
 }

@@ -86,7 +86,10 @@ mod tests {
     fn redacts_values_and_key_shapes() {
         let r = Redactor::new(["hunter2-token"]);
         assert_eq!(r.redact("a hunter2-token b"), "a [REDACTED] b");
-        assert_eq!(r.redact("OPENAI_API_KEY=sk-abcdefghijklmnopqrstuv"), "OPENAI_API_KEY=[REDACTED]");
+        assert_eq!(
+            r.redact("OPENAI_API_KEY=sk-abcdefghijklmnopqrstuv"),
+            "OPENAI_API_KEY=[REDACTED]"
+        );
         assert_eq!(r.redact("nothing here"), "nothing here");
     }
 }

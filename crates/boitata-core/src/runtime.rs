@@ -1,1 +1,121 @@
-//! runtime
+//! The one wiring of a provider and tools from [`Config`], shared by the CLI, the
+//! server and the in-sandbox agent, so all three behave the same.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::agent::{Agent, AgentSettings, DEFAULT_SYSTEM_PROMPT};
+use crate::config::{Config, EnvSource};
+use crate::provider::{self, Provider, ProviderError};
+use crate::redact::Redactor;
+use crate::tool::{ToolLimits, Toolbox};
+
+/// Environment variables passed through to the agent's commands; everything else
+/// (API keys, tokens, the agent's own settings) is withheld.
+pub const COMMAND_ENV_ALLOWLIST: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TZ",
+    "TMPDIR",
+    "TERM",
+    "CARGO_HOME",
+    "RUSTUP_HOME",
+    "GOPATH",
+    "JAVA_HOME",
+    "VIRTUAL_ENV",
+    "PYTHONPATH",
+];
+
+/// A built provider plus everything needed to make agents.
+#[derive(Clone)]
+pub struct Runtime {
+    config: Config,
+    provider: Arc<dyn Provider>,
+    command_env: BTreeMap<String, String>,
+    redactor: Redactor,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("provider", &self.provider.name())
+            .field("model", &self.provider.model())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Runtime {
+    /// Builds the configured provider. `env` supplies the commands' environment
+    /// (filtered through [`COMMAND_ENV_ALLOWLIST`]).
+    ///
+    /// # Errors
+    /// [`ProviderError`] when the provider cannot be built: a missing API key (the
+    /// message names the variable to set), an unreadable script.
+    pub fn from_config(config: Config, env: &dyn EnvSource) -> Result<Self, ProviderError> {
+        let provider = provider::build(&config.provider)?;
+        Ok(Self::with_provider(config, provider, env))
+    }
+
+    /// Like [`Runtime::from_config`] with a provider built elsewhere (tests).
+    pub fn with_provider(config: Config, provider: Arc<dyn Provider>, env: &dyn EnvSource) -> Self {
+        let command_env = COMMAND_ENV_ALLOWLIST
+            .iter()
+            .filter_map(|name| env.var(name).map(|v| ((*name).to_owned(), v)))
+            .collect();
+        let redactor = Redactor::new(config.secrets());
+        Runtime {
+            config,
+            provider,
+            command_env,
+            redactor,
+        }
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The provider.
+    pub fn provider(&self) -> &Arc<dyn Provider> {
+        &self.provider
+    }
+
+    /// A redactor for every secret in the settings.
+    pub fn redactor(&self) -> Redactor {
+        self.redactor.clone()
+    }
+
+    /// The environment the agent's commands get.
+    pub fn command_env(&self) -> &BTreeMap<String, String> {
+        &self.command_env
+    }
+
+    /// An agent with every standard tool and the configured limits.
+    pub fn agent(&self) -> Agent {
+        let settings = AgentSettings {
+            max_turns: self.config.agent.max_turns,
+            system_prompt: self
+                .config
+                .agent
+                .system_prompt
+                .clone()
+                .unwrap_or_else(|| DEFAULT_SYSTEM_PROMPT.to_owned()),
+            limits: ToolLimits {
+                command_timeout: self.config.tools.command_timeout,
+                max_output_bytes: self.config.tools.max_output_bytes,
+            },
+        };
+        Agent::new(
+            self.provider.clone(),
+            Toolbox::standard(),
+            settings,
+            self.command_env.clone(),
+        )
+    }
+}

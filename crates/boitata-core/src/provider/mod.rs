@@ -247,7 +247,9 @@ pub enum ProviderError {
         timeout: Duration,
     },
     /// The connection failed.
-    #[error("{provider}: cannot reach {url}: {message} (check provider.base_url / BOITATA_BASE_URL)")]
+    #[error(
+        "{provider}: cannot reach {url}: {message} (check provider.base_url / BOITATA_BASE_URL)"
+    )]
     Connect {
         /// The provider.
         provider: String,
@@ -273,4 +275,17 @@ pub enum ProviderError {
         /// The provider.
         provider: String,
     },
+}
+
+/// Builds the provider `config.kind` names (placeholder until the providers land).
+///
+/// # Errors
+/// [`ProviderError`] when it cannot be built.
+pub fn build(
+    config: &crate::config::ProviderConfig,
+) -> Result<std::sync::Arc<dyn Provider>, ProviderError> {
+    Err(ProviderError::Script(format!(
+        "provider {} not built yet",
+        config.kind.as_str()
+    )))
 }

@@ -1,15 +1,23 @@
 //! `file_write` (placeholder: filled in by the tools work).
-use async_trait::async_trait;
 use super::{Tool, ToolContext, ToolError, ToolSpec};
+use async_trait::async_trait;
 
 pub(super) struct FileWrite;
 
 #[async_trait]
 impl Tool for FileWrite {
     fn spec(&self) -> ToolSpec {
-        ToolSpec { name: "file_write".into(), description: String::new(), parameters: serde_json::json!({"type": "object"}) }
+        ToolSpec {
+            name: "file_write".into(),
+            description: String::new(),
+            parameters: serde_json::json!({"type": "object"}),
+        }
     }
-    async fn call(&self, _ctx: &ToolContext, _arguments: serde_json::Value) -> Result<String, ToolError> {
+    async fn call(
+        &self,
+        _ctx: &ToolContext,
+        _arguments: serde_json::Value,
+    ) -> Result<String, ToolError> {
         Err(ToolError::Failed("not yet".into()))
     }
 }

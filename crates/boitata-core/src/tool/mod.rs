@@ -103,7 +103,11 @@ pub trait Tool: Send + Sync {
     ///
     /// # Errors
     /// [`ToolError`] for refused paths, bad arguments and failures.
-    async fn call(&self, ctx: &ToolContext, arguments: serde_json::Value) -> Result<String, ToolError>;
+    async fn call(
+        &self,
+        ctx: &ToolContext,
+        arguments: serde_json::Value,
+    ) -> Result<String, ToolError>;
 }
 
 /// The set of tools an agent has, by name.
@@ -114,7 +118,9 @@ pub struct Toolbox {
 
 impl std::fmt::Debug for Toolbox {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list().entries(self.tools.iter().map(|t| t.spec().name)).finish()
+        f.debug_list()
+            .entries(self.tools.iter().map(|t| t.spec().name))
+            .finish()
     }
 }
 
@@ -146,11 +152,21 @@ impl Toolbox {
     ///
     /// # Errors
     /// [`ToolError::UnknownTool`], or the tool's own error.
-    pub async fn call(&self, ctx: &ToolContext, name: &str, arguments: serde_json::Value) -> Result<String, ToolError> {
+    pub async fn call(
+        &self,
+        ctx: &ToolContext,
+        name: &str,
+        arguments: serde_json::Value,
+    ) -> Result<String, ToolError> {
         let Some(tool) = self.tools.iter().find(|t| t.spec().name == name) else {
             return Err(ToolError::UnknownTool {
                 name: name.to_owned(),
-                available: self.tools.iter().map(|t| t.spec().name).collect::<Vec<_>>().join(", "),
+                available: self
+                    .tools
+                    .iter()
+                    .map(|t| t.spec().name)
+                    .collect::<Vec<_>>()
+                    .join(", "),
             });
         };
         tool.call(ctx, arguments).await
