@@ -1,6 +1,54 @@
 //! Shared test helpers for Boitata's crates: real git repositories in temp dirs,
 //! fake model servers, Docker fixtures. Test code only: helpers panic on failure.
+//!
+//! - [`repo`]: real git repositories in temp dirs.
+//! - [`FakeModel`]: a real HTTP server ([`wiremock`]) standing in for a model API. Queue
+//!   responses, point a provider's `base_url` at it, then read back what was sent.
+//! - [`openai`] and [`anthropic`]: small builders for each API's streamed events, so a
+//!   test reads like the stream it fakes.
+//! - [`sse`]: the Server-Sent Events framing both use.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use boitata_test_support::openai::{done, openai_sse, text_chunk, finish_chunk};
+//! use boitata_test_support::FakeModel;
+//!
+//! # async fn demo() {
+//! let model = FakeModel::openai().await;
+//! model
+//!     .push(openai_sse(vec![text_chunk("hi"), finish_chunk("stop"), done()]))
+//!     .await;
+//! // ... OpenAi::new(HttpOptions::new("gpt-test").base_url(model.base_url())) ...
+//! let sent = model.bodies().await;
+//! # let _ = sent;
+//! # }
+//! ```
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr
+)]
 
+pub mod anthropic;
+mod fake_model;
+pub mod openai;
 pub mod repo;
+pub mod sse;
+
+use std::time::Duration;
+
+use boitata_core::provider::RetryPolicy;
+
+pub use fake_model::FakeModel;
+
+/// A retry policy with millisecond waits, so tests of retries stay fast.
+pub fn fast_retry(max_retries: u32) -> RetryPolicy {
+    RetryPolicy {
+        max_retries,
+        base_delay: Duration::from_millis(1),
+        max_delay: Duration::from_millis(10),
+    }
+}
