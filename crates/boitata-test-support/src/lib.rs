@@ -40,7 +40,8 @@ pub mod sse;
 
 use std::time::Duration;
 
-use boitata_core::provider::RetryPolicy;
+use boitata_core::provider::{ModelRequest, Provider, ProviderError, RetryPolicy, StreamEvent};
+use futures::StreamExt;
 
 pub use fake_model::FakeModel;
 
@@ -51,4 +52,37 @@ pub fn fast_retry(max_retries: u32) -> RetryPolicy {
         base_delay: Duration::from_millis(1),
         max_delay: Duration::from_millis(10),
     }
+}
+
+/// Everything `provider` streams for `request`, or the first error (from the request
+/// or from the stream).
+pub async fn stream_events(
+    provider: &dyn Provider,
+    request: &ModelRequest,
+) -> Result<Vec<StreamEvent>, ProviderError> {
+    let mut stream = provider.stream(request).await?;
+    let mut events = Vec::new();
+    while let Some(event) = stream.next().await {
+        events.push(event?);
+    }
+    Ok(events)
+}
+
+/// Like [`stream_events`], but also returns the events streamed before an error.
+pub async fn stream_until_error(
+    provider: &dyn Provider,
+    request: &ModelRequest,
+) -> (Vec<StreamEvent>, Option<ProviderError>) {
+    let mut stream = match provider.stream(request).await {
+        Ok(stream) => stream,
+        Err(e) => return (Vec::new(), Some(e)),
+    };
+    let mut events = Vec::new();
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(event) => events.push(event),
+            Err(e) => return (events, Some(e)),
+        }
+    }
+    (events, None)
 }
