@@ -7,6 +7,7 @@
 //! - [`openai`] and [`anthropic`]: small builders for each API's streamed events, so a
 //!   test reads like the stream it fakes.
 //! - [`sse`]: the Server-Sent Events framing both use.
+//! - [`stalling_sse_server`]: a server whose stream stops mid-answer (idle timeouts).
 //!
 //! # Example
 //!
@@ -37,6 +38,7 @@ mod fake_model;
 pub mod openai;
 pub mod repo;
 pub mod sse;
+mod stalling;
 
 use std::time::Duration;
 
@@ -44,6 +46,7 @@ use boitata_core::provider::{ModelRequest, Provider, ProviderError, RetryPolicy,
 use futures::StreamExt;
 
 pub use fake_model::FakeModel;
+pub use stalling::stalling_sse_server;
 
 /// A retry policy with millisecond waits, so tests of retries stay fast.
 pub fn fast_retry(max_retries: u32) -> RetryPolicy {

@@ -8,7 +8,9 @@ use boitata_core::provider::{
     StreamEvent, ToolCall, ToolSpec, Usage,
 };
 use boitata_test_support::openai::*;
-use boitata_test_support::{fast_retry, stream_events, stream_until_error, FakeModel};
+use boitata_test_support::{
+    fast_retry, stalling_sse_server, stream_events, stream_until_error, FakeModel,
+};
 use serde_json::json;
 
 const KEY: &str = "sk-test-0123456789abcdefghijkl";
@@ -510,6 +512,29 @@ async fn openai_times_out_as_configured() {
         .unwrap_err();
     assert!(matches!(err, ProviderError::Timeout { .. }), "{err:?}");
     assert!(err.to_string().contains("provider.timeout"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[tokio::test]
+async fn openai_stream_that_stalls_times_out() {
+    let base_url = stalling_sse_server(vec![text_chunk("hel")]).await.unwrap();
+    let openai = OpenAi::new(
+        HttpOptions::new("gpt-test")
+            .base_url(format!("{base_url}/v1"))
+            .timeout(Duration::from_millis(300))
+            .retry(RetryPolicy::never()),
+    )
+    .unwrap();
+    let started = Instant::now();
+    let (events, err) = tokio::time::timeout(
+        Duration::from_secs(10),
+        stream_until_error(&openai, &ask("hi")),
+    )
+    .await
+    .expect("the stalled stream hung past its timeout");
+    assert_eq!(events, vec![StreamEvent::TextDelta("hel".to_owned())]);
+    let err = err.expect("a stalled stream must not hang");
+    assert!(matches!(err, ProviderError::Timeout { .. }), "{err:?}");
     assert!(started.elapsed() < Duration::from_secs(5));
 }
 
