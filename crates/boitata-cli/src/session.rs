@@ -15,7 +15,8 @@ use crate::render::Renderer;
 
 /// Loads the config named by the global options (and the environment).
 pub(crate) fn load_config(global: &GlobalArgs) -> Result<Config, CliError> {
-    let mut config = Config::load(global.config.as_deref(), &ProcessEnv).map_err(CliError::usage)?;
+    let mut config =
+        Config::load(global.config.as_deref(), &ProcessEnv).map_err(CliError::usage)?;
     if let Some(dir) = &global.data_dir {
         config.data_dir = Some(dir.clone());
     }
@@ -102,7 +103,9 @@ impl LocalRun {
 /// Second Ctrl-C: exit 130 at once.
 fn watch_signals(cancel: CancellationToken, renderer: Arc<Renderer>) {
     tokio::spawn(async move {
-        let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) else {
+        let Ok(mut term) =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        else {
             return;
         };
         let mut seen = 0;

@@ -1,11 +1,13 @@
 //! `scripted`: replays a file of model turns, with no network. For tests, demos and
 //! offline use; the model it reports is `scripted`.
 //!
-//! The file is JSON: a list of turns, each with the text the "model" says and the tool
-//! calls it makes. Unknown fields are errors.
+//! The file is JSON: an optional `description` (for people; not replayed) and a list of
+//! turns, each with the text the "model" says and the tool calls it makes. Unknown
+//! fields are errors.
 //!
 //! ```json
 //! {
+//!   "description": "creates hello.txt",
 //!   "turns": [
 //!     {
 //!       "text": "I'll create the file.",
@@ -50,6 +52,9 @@ const PIECE_BYTES: usize = 24;
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Script {
+    /// What the session does, for people reading the file (not replayed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
     /// Turn N answers the Nth request.
     pub turns: Vec<ScriptTurn>,
 }

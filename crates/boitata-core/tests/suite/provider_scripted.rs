@@ -31,7 +31,7 @@ fn write_script(dir: &Path, script: &serde_json::Value) -> std::path::PathBuf {
 fn three_turns(dir: &Path) -> std::path::PathBuf {
     write_script(
         dir,
-        &json!({"turns": [
+        &json!({"description": "for people only", "turns": [
             {"text": LONG_TEXT, "tool_calls": [
                 {"name": "file_write", "arguments": {"path": "hello.txt", "content": "hi\n"}},
                 {"name": "list_dir", "arguments": {"path": "."}},
@@ -192,4 +192,19 @@ async fn scripted_from_config_needs_a_script() {
     let message = Scripted::from_config(&config).unwrap_err().to_string();
     assert!(message.contains("BOITATA_SCRIPT"), "{message}");
     assert!(message.contains("provider.script"), "{message}");
+}
+
+#[test]
+fn scripted_example_sessions_load() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/scripts");
+    let mut loaded = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "json") {
+            let scripted = Scripted::load(&path).unwrap_or_else(|e| panic!("{e}"));
+            assert!(scripted.turn_count() > 0, "{} has no turns", path.display());
+            loaded += 1;
+        }
+    }
+    assert!(loaded > 0, "no example scripts in {}", dir.display());
 }
