@@ -8,6 +8,7 @@
 //! `checkout`, in-container `exec` and `agent_sandbox` handlers live in
 //! `boitata-orchestrator` and plug in through [`NodeHandlers`].
 
+mod diagnostic;
 pub mod executor;
 pub mod host;
 pub mod model;
@@ -15,7 +16,10 @@ pub mod node;
 pub mod params;
 mod suggest;
 pub mod template;
+mod validate;
+mod yaml;
 
+pub use diagnostic::{Diagnostics, Location, Problem, Severity};
 pub use executor::{Executor, ExecutorOptions, RunError, RunReport, RunRequest, Step};
 pub use model::{
     AgentSandboxSpec, AgentSpec, Blueprint, CheckoutSpec, Edge, ExecSpec, HandlerKind, Node,
@@ -25,3 +29,5 @@ pub use node::{
     CleanupFuture, NodeContext, NodeError, NodeHandler, NodeHandlers, NodeOutcome, RunEnding,
     RunHooks, RuntimeSource, Teardown,
 };
+pub use validate::{parse, Validated, BLUEPRINT_FIELDS, EDGE_FIELDS};
+pub use yaml::MAX_BLUEPRINT_BYTES;

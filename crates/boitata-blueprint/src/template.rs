@@ -109,6 +109,16 @@ fn is_name_char(c: char) -> bool {
 /// Every [`SyntaxError`] in `text`: an unclosed `{`, a lone `}`, a name with
 /// characters other than letters, digits, `_`, `-` and `.`.
 pub fn parse(text: &str) -> Result<Vec<Piece>, Vec<SyntaxError>> {
+    let (pieces, errors) = scan(text);
+    if errors.is_empty() {
+        Ok(pieces)
+    } else {
+        Err(errors)
+    }
+}
+
+/// Like [`parse`], but returns the well-formed pieces together with the errors.
+pub(crate) fn scan(text: &str) -> (Vec<Piece>, Vec<SyntaxError>) {
     let mut pieces = Vec::new();
     let mut errors = Vec::new();
     let mut literal = String::new();
@@ -170,11 +180,7 @@ pub fn parse(text: &str) -> Result<Vec<Piece>, Vec<SyntaxError>> {
     if !literal.is_empty() {
         pieces.push(Piece::Text(literal));
     }
-    if errors.is_empty() {
-        Ok(pieces)
-    } else {
-        Err(errors)
-    }
+    (pieces, errors)
 }
 
 /// What placeholders are replaced with.
