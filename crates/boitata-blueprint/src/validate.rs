@@ -729,7 +729,8 @@ impl Checker<'_> {
                         span,
                         "no such node",
                         format!(
-                            "{label}: edge to {to_id:?}: no such node (nodes: {nodes_list}, or END){}",
+                            "{} to {to_id:?}: no such node (nodes: {nodes_list}, or END){}",
+                            label,
                             did_you_mean(to_id, targets.iter().copied())
                         ),
                     );

@@ -168,12 +168,48 @@ pub(crate) fn read(text: &str) -> Result<Yaml, SyntaxError> {
     }
     serde_saphyr::from_str_with_options::<Yaml>(text, options()).map_err(|e| SyntaxError {
         message: syntax_message(&e),
-        span: e.location().and_then(Span::from_location),
+        span: e
+            .location()
+            .and_then(|l| Span::from_location(l).or_else(|| span_at_line_column(text, l))),
+    })
+}
+
+/// The byte offset of a 1-based line and (character) column of `text`.
+fn span_at_line_column(text: &str, location: serde_saphyr::Location) -> Option<Span> {
+    let line = usize::try_from(location.line()).ok()?.checked_sub(1)?;
+    let column = usize::try_from(location.column()).ok()?.saturating_sub(1);
+    let line_start = if line == 0 {
+        0
+    } else {
+        text.match_indices('\n').nth(line - 1)?.0 + 1
+    };
+    let rest = &text[line_start..];
+    let offset = rest
+        .char_indices()
+        .nth(column)
+        .map_or(rest.len(), |(i, _)| i);
+    Some(Span {
+        offset: line_start + offset,
+        len: 0,
     })
 }
 
 /// The parser's message without its own snippet or location (we render those).
 fn syntax_message(e: &serde_saphyr::Error) -> String {
+    use serde_saphyr::Error;
+    let mut inner = e;
+    while let Error::AliasError { error, .. } | Error::WithSnippet { error, .. } = inner {
+        inner = error;
+    }
+    match inner {
+        Error::Budget { .. }
+        | Error::AliasReplayLimitExceeded { .. }
+        | Error::AliasReplayStackDepthExceeded { .. }
+        | Error::AliasReplayCounterOverflow { .. } => {
+            return "the document expands beyond the limits for a blueprint (too many aliases, anchors, nodes or nesting levels); write it out without deep alias chains".to_owned();
+        }
+        _ => {}
+    }
     let text = e.without_snippet().to_string();
     let first = text.lines().next().unwrap_or("invalid YAML").trim();
     // Drop a trailing " at line L, column C" the parser adds; diagnostics show it.
