@@ -10,7 +10,7 @@ use boitata_core::{Emitter, Event, EventPayload, Redactor};
 use tokio_util::sync::CancellationToken;
 
 /// Parses a blueprint that must be valid.
-pub fn blueprint(yaml: &str) -> Blueprint {
+pub(super) fn blueprint(yaml: &str) -> Blueprint {
     match boitata_blueprint::parse(yaml, "test.yaml") {
         Ok(v) => v.blueprint,
         Err(d) => panic!("invalid blueprint:\n{}", d.render(100)),
@@ -19,7 +19,7 @@ pub fn blueprint(yaml: &str) -> Blueprint {
 
 /// Records every event.
 #[derive(Default)]
-pub struct Recorder(pub Mutex<Vec<Event>>);
+pub(super) struct Recorder(pub(super) Mutex<Vec<Event>>);
 
 impl EventSink for Recorder {
     fn accept(&self, event: &Event) -> Result<(), SinkError> {
@@ -29,31 +29,23 @@ impl EventSink for Recorder {
 }
 
 impl Recorder {
-    pub fn events(&self) -> Vec<Event> {
+    pub(super) fn events(&self) -> Vec<Event> {
         self.0.lock().unwrap().clone()
-    }
-
-    /// `(node, type)` of each event, e.g. `(Some("a"), "node_started")`.
-    pub fn kinds(&self) -> Vec<(Option<String>, &'static str)> {
-        self.events()
-            .iter()
-            .map(|e| (e.node.clone(), e.payload.kind()))
-            .collect()
     }
 }
 
 /// A run in a fresh temp workspace.
-pub struct Harness {
-    pub workspace: tempfile::TempDir,
-    pub recorder: Arc<Recorder>,
-    pub emitter: Emitter,
-    pub cancel: CancellationToken,
-    pub runtime: RuntimeSource,
-    pub params: BTreeMap<String, String>,
+pub(super) struct Harness {
+    pub(super) workspace: tempfile::TempDir,
+    pub(super) recorder: Arc<Recorder>,
+    pub(super) emitter: Emitter,
+    pub(super) cancel: CancellationToken,
+    pub(super) runtime: RuntimeSource,
+    pub(super) params: BTreeMap<String, String>,
 }
 
 impl Harness {
-    pub fn new() -> Self {
+    pub(super) fn new() -> Self {
         let recorder = Arc::new(Recorder::default());
         let emitter = Emitter::new("run-1", Some(recorder.clone()), Redactor::default());
         let env: BTreeMap<String, String> = ["PATH", "HOME"]
@@ -73,7 +65,7 @@ impl Harness {
         }
     }
 
-    pub fn request(&self, task: &str) -> RunRequest {
+    pub(super) fn request(&self, task: &str) -> RunRequest {
         RunRequest {
             task: task.to_owned(),
             params: self.params.clone(),
@@ -85,12 +77,12 @@ impl Harness {
     }
 
     /// Runs `yaml` with the host handlers.
-    pub async fn run(&self, yaml: &str) -> RunReport {
+    pub(super) async fn run(&self, yaml: &str) -> RunReport {
         self.run_with(Executor::new(NodeHandlers::host()), yaml)
             .await
     }
 
-    pub async fn run_with(&self, executor: Executor, yaml: &str) -> RunReport {
+    pub(super) async fn run_with(&self, executor: Executor, yaml: &str) -> RunReport {
         executor
             .run(&blueprint(yaml), self.request("the task"))
             .await
@@ -99,19 +91,19 @@ impl Harness {
 }
 
 /// The nodes run, in order.
-pub fn path(report: &RunReport) -> Vec<&str> {
+pub(super) fn path(report: &RunReport) -> Vec<&str> {
     report.steps.iter().map(|s| s.node.as_str()).collect()
 }
 
 /// The `run_finished` payload, which must be the last event.
-pub fn run_finished(events: &[Event]) -> EventPayload {
+pub(super) fn run_finished(events: &[Event]) -> EventPayload {
     let last = events.last().expect("no events");
     assert_eq!(last.payload.kind(), "run_finished", "{events:#?}");
     last.payload.clone()
 }
 
 /// Live (non-zombie) processes in process group `pgid`, from /proc.
-pub fn live_processes_in_group(pgid: i32) -> Vec<i32> {
+pub(super) fn live_processes_in_group(pgid: i32) -> Vec<i32> {
     let mut pids = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
