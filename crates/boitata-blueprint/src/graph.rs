@@ -46,12 +46,7 @@ pub fn mermaid(blueprint: &Blueprint) -> String {
                 let _ = writeln!(out, "    {} --> {}", id(&edge.from), id(&edge.to));
             }
             when => {
-                let _ = writeln!(
-                    out,
-                    "    {} -->|{when}| {}",
-                    id(&edge.from),
-                    id(&edge.to)
-                );
+                let _ = writeln!(out, "    {} -->|{when}| {}", id(&edge.from), id(&edge.to));
             }
         }
     }

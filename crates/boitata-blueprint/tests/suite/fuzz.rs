@@ -49,11 +49,57 @@ edges:
 "#;
 
 const TOKENS: &[&str] = &[
-    ":", "\n", "  ", "- ", "{", "}", "{{", "}}", "[", "]", ",", "&a ", "*a", "<<: *a", "'", "\"",
-    "#", "!!str ", "!!binary ", "type: exec", "type: agent", "END", "when: 3", "when: failure",
-    "{task}", "{params.repo}", "{run.id}", "{box}", "\t", "é", "\u{0}", "\u{feff}", "---\n",
-    "...\n", "max_visits: 0", "~", "entry: ", "nodes:", "edges:", "from: ", "to: ", "? ", "|\n",
-    ">-\n", "%YAML 1.2\n", "9999999999999999999999", "-1", "1e400", ".nan", "null", "true",
+    ":",
+    "\n",
+    "  ",
+    "- ",
+    "{",
+    "}",
+    "{{",
+    "}}",
+    "[",
+    "]",
+    ",",
+    "&a ",
+    "*a",
+    "<<: *a",
+    "'",
+    "\"",
+    "#",
+    "!!str ",
+    "!!binary ",
+    "type: exec",
+    "type: agent",
+    "END",
+    "when: 3",
+    "when: failure",
+    "{task}",
+    "{params.repo}",
+    "{run.id}",
+    "{box}",
+    "\t",
+    "é",
+    "\u{0}",
+    "\u{feff}",
+    "---\n",
+    "...\n",
+    "max_visits: 0",
+    "~",
+    "entry: ",
+    "nodes:",
+    "edges:",
+    "from: ",
+    "to: ",
+    "? ",
+    "|\n",
+    ">-\n",
+    "%YAML 1.2\n",
+    "9999999999999999999999",
+    "-1",
+    "1e400",
+    ".nan",
+    "null",
+    "true",
 ];
 
 /// A seed blueprint with random token insertions, deletions and replacements.
@@ -88,19 +134,68 @@ fn mutated_seed() -> impl Strategy<Value = String> {
     })
 }
 
-const IDS: &[&str] = &["a", "b", "box", "END", "task", "x.y", "", "tset", "ü", "run"];
-const TYPES: &[&str] = &["exec", "agent", "provision", "checkout", "agent_sandbox", "exce", "1", "[]"];
+const IDS: &[&str] = &[
+    "a", "b", "box", "END", "task", "x.y", "", "tset", "ü", "run",
+];
+const TYPES: &[&str] = &[
+    "exec",
+    "agent",
+    "provision",
+    "checkout",
+    "agent_sandbox",
+    "exce",
+    "1",
+    "[]",
+];
 const FIELDS: &[&str] = &[
-    "command", "prompt", "image", "container", "repo", "ref", "dest", "port", "max_turns",
-    "timeout", "max_visits", "env", "cpus", "memory", "pids", "network", "workdir", "bogus",
+    "command",
+    "prompt",
+    "image",
+    "container",
+    "repo",
+    "ref",
+    "dest",
+    "port",
+    "max_turns",
+    "timeout",
+    "max_visits",
+    "env",
+    "cpus",
+    "memory",
+    "pids",
+    "network",
+    "workdir",
+    "bogus",
     "description",
 ];
 const VALUES: &[&str] = &[
-    "\"{task}\"", "\"{a}\"", "\"{nope}\"", "\"{\"", "\"}\"", "\"{{ok}}\"", "3", "-3", "0",
-    "70000", "1.5", "90s", "9x", "2g", "lots", "{ A: 1, B: \"{b}\" }", "{ 1A: x }", "[1, 2]",
-    "~", "true", "\"{params.p}\"", "\"{run.id}\"", "\"\"",
+    "\"{task}\"",
+    "\"{a}\"",
+    "\"{nope}\"",
+    "\"{\"",
+    "\"}\"",
+    "\"{{ok}}\"",
+    "3",
+    "-3",
+    "0",
+    "70000",
+    "1.5",
+    "90s",
+    "9x",
+    "2g",
+    "lots",
+    "{ A: 1, B: \"{b}\" }",
+    "{ 1A: x }",
+    "[1, 2]",
+    "~",
+    "true",
+    "\"{params.p}\"",
+    "\"{run.id}\"",
+    "\"\"",
 ];
-const WHENS: &[&str] = &["success", "failure", "3", "256", "-1", "sucess", "~", "[1]", "\"7\""];
+const WHENS: &[&str] = &[
+    "success", "failure", "3", "256", "-1", "sucess", "~", "[1]", "\"7\"",
+];
 
 /// Structurally plausible blueprints with random ids, types, fields and edges.
 fn random_blueprint() -> impl Strategy<Value = String> {
@@ -109,7 +204,11 @@ fn random_blueprint() -> impl Strategy<Value = String> {
         0..TYPES.len(),
         proptest::collection::vec((0..FIELDS.len(), 0..VALUES.len()), 0..5),
     );
-    let edge = (0..IDS.len(), 0..IDS.len(), proptest::option::of(0..WHENS.len()));
+    let edge = (
+        0..IDS.len(),
+        0..IDS.len(),
+        proptest::option::of(0..WHENS.len()),
+    );
     (
         0..IDS.len(),
         proptest::collection::vec(node, 0..6),
@@ -123,14 +222,20 @@ fn random_blueprint() -> impl Strategy<Value = String> {
             }
             text.push_str("nodes:\n");
             for (id, node_type, fields) in nodes {
-                text.push_str(&format!("  \"{}\":\n    type: {}\n", IDS[id], TYPES[node_type]));
+                text.push_str(&format!(
+                    "  \"{}\":\n    type: {}\n",
+                    IDS[id], TYPES[node_type]
+                ));
                 for (field, value) in fields {
                     text.push_str(&format!("    {}: {}\n", FIELDS[field], VALUES[value]));
                 }
             }
             text.push_str("edges:\n");
             for (from, to, when) in edges {
-                text.push_str(&format!("  - {{ from: \"{}\", to: \"{}\"", IDS[from], IDS[to]));
+                text.push_str(&format!(
+                    "  - {{ from: \"{}\", to: \"{}\"",
+                    IDS[from], IDS[to]
+                ));
                 if let Some(when) = when {
                     text.push_str(&format!(", when: {}", WHENS[when]));
                 }

@@ -45,13 +45,19 @@ fn names_are_found_in_the_search_dirs_in_order() {
     std::fs::write(second.path().join("other.yml"), "x").unwrap();
     let dirs: Vec<PathBuf> = vec![first.path().into(), second.path().into()];
     assert_eq!(find("fix", &dirs).unwrap(), second.path().join("fix.yaml"));
-    assert_eq!(find("other", &dirs).unwrap(), second.path().join("other.yml"));
+    assert_eq!(
+        find("other", &dirs).unwrap(),
+        second.path().join("other.yml")
+    );
     std::fs::write(first.path().join("fix.yaml"), "x").unwrap();
     assert_eq!(find("fix", &dirs).unwrap(), first.path().join("fix.yaml"));
 
     let err = find("missing", &dirs).unwrap_err();
     assert!(matches!(err, FindError::NotFound { .. }));
-    assert!(err.to_string().contains("no blueprint named \"missing\""), "{err}");
+    assert!(
+        err.to_string().contains("no blueprint named \"missing\""),
+        "{err}"
+    );
     // A path is never looked up by name.
     let err = find("nope/fix.yaml", &dirs).unwrap_err();
     assert_eq!(err, FindError::NoFile("nope/fix.yaml".into()));
@@ -69,9 +75,15 @@ fn loading_reports_diagnostics_with_the_path() {
     };
     let text = d.to_string();
     assert!(
-        text.starts_with(&format!("{}:4:3: node \"a\": missing field \"command\"", path.display())),
+        text.starts_with(&format!(
+            "{}:4:3: node \"a\": missing field \"command\"",
+            path.display()
+        )),
         "{text}"
     );
     let err = load(&dir.path().join("absent.yaml")).unwrap_err();
-    assert!(err.to_string().starts_with("cannot read blueprint"), "{err}");
+    assert!(
+        err.to_string().starts_with("cannot read blueprint"),
+        "{err}"
+    );
 }
