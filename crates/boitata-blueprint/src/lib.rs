@@ -6,7 +6,7 @@
 //! limits, timeouts, cancellation, guaranteed cleanup), the node-handler interface
 //! ([`NodeHandler`], [`NodeHandlers`], [`RunHooks`]), the host node types ([`host`]:
 //! `exec` without a container, `agent`), Mermaid output ([`graph`]) and finding
-//! blueprint files ([`load`]).
+//! blueprint files ([`mod@load`]).
 //!
 //! It does not own sandboxes: the `provision`, `checkout`, in-container `exec` and
 //! `agent_sandbox` handlers live in `boitata-orchestrator` and plug in through
