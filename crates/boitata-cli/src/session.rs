@@ -93,6 +93,13 @@ impl LocalRun {
         status.exit_code() as u8
     }
 
+    /// For a run whose `run_finished` was emitted by the blueprint executor: stops the
+    /// spinner and returns the exit code for `status`.
+    pub(crate) fn close(&self, status: RunStatus) -> u8 {
+        self.renderer.finish();
+        status.exit_code() as u8
+    }
+
     /// Prints `text` on stdout unless in `--json` mode.
     pub(crate) fn print_result(&self, text: &str) {
         self.renderer.print_result(text);
