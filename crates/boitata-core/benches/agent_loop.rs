@@ -93,11 +93,11 @@ fn main() {
     // Warm up once (page cache, SQLite schema, allocator).
     rt.block_on(loop_once(50, &workspace, Some(store.clone())));
 
-    let with_store = rt.block_on(loop_once(calls, &workspace, Some(store.clone())));
+    let with_store = rt.block_on(loop_once(calls, &workspace, Some(store)));
     let without_store = rt.block_on(loop_once(calls, &workspace, None));
 
     let ctx = ToolContext {
-        workspace: workspace.clone(),
+        workspace,
         cancel: CancellationToken::new(),
         command_env: BTreeMap::new(),
         limits: ToolLimits::default(),
