@@ -1,17 +1,5 @@
 //! The client side: [`run_prompt`] drives one prompt turn of an ACP agent (a
 //! `boitata-agent` in a sandbox, usually) and hands its events to a callback.
-//!
-//! The exchange ([ACP v1](https://agentclientprotocol.com/protocol/overview)):
-//! `initialize` → `authenticate` (method `boitata-secret`, the secret in
-//! `_meta.boitata.secret`; only when the agent offers that method) → `session/new`
-//! (the given `cwd`) → `session/prompt`. Each `session/update` whose update carries an
-//! [`Event`] in `_meta.boitata` is decoded and passed to the callback, in arrival order,
-//! all before `run_prompt` returns. Updates are handled by the connection's dispatch
-//! loop before the prompt response is, so none is lost to the race between them.
-//!
-//! When the cancellation token fires during the turn, `session/cancel` is sent and the
-//! turn is given [`Prompt::cancel_grace`] to end (normally with stop reason
-//! `cancelled`).
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -185,6 +173,61 @@ pub async fn connect(addr: SocketAddr) -> Result<TcpStream, AcpError> {
     Ok(stream)
 }
 
+/// How long [`wait_ready`] pauses between attempts.
+const READY_RETRY: Duration = Duration::from_millis(100);
+
+/// Waits until an ACP agent at `addr` answers `initialize`, trying again every 100 ms
+/// for up to `timeout`.
+///
+/// A TCP accept alone proves little: a container's published port accepts (and at once
+/// closes) connections before anything listens inside. This waits for the protocol.
+///
+/// # Errors
+/// [`AcpError::NotReady`] with the last failure (a refused connection, a connection
+/// closed during `initialize`, …) when `timeout` passes first.
+pub async fn wait_ready(addr: SocketAddr, timeout: Duration) -> Result<(), AcpError> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let last_error = match tokio::time::timeout_at(deadline, probe(addr)).await {
+            Ok(Ok(())) => return Ok(()),
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => "no answer to initialize".to_owned(),
+        };
+        if tokio::time::Instant::now() + READY_RETRY >= deadline {
+            return Err(AcpError::NotReady {
+                addr,
+                waited: timeout,
+                last_error,
+            });
+        }
+        tokio::time::sleep(READY_RETRY).await;
+    }
+}
+
+/// One `initialize` exchange with the agent at `addr`.
+async fn probe(addr: SocketAddr) -> Result<(), AcpError> {
+    let (read, write) = tokio::io::split(connect(addr).await?);
+    let transport = ByteStreams::new(write.compat_write(), read.compat());
+    Client
+        .v1()
+        .name("boitata-probe")
+        .connect_with(transport, async |cx| {
+            let init = InitializeRequest::new(ProtocolVersion::V1)
+                .client_info(Implementation::new("boitata", env!("CARGO_PKG_VERSION")));
+            cx.send_request(init).block_task().await.map(|_| ())
+        })
+        .await
+        .map_err(|e| {
+            if is_closed(&e) {
+                AcpError::Closed {
+                    stage: "initialize",
+                }
+            } else {
+                AcpError::protocol(&e)
+            }
+        })
+}
+
 /// [`connect`]s to `addr`, then [`run_prompt`]s on the connection.
 ///
 /// # Errors
@@ -199,10 +242,17 @@ pub async fn run_prompt_at(
     run_prompt(stream, prompt, on_event, cancel).await
 }
 
-/// Runs one prompt turn on an ACP agent over `stream` (see the [module docs](self)):
-/// initialize, authenticate, open a session in `prompt.cwd`, prompt, and pass each
-/// [`Event`] of the turn to `on_event` in order. Returns when the turn has ended; the
-/// connection is then closed.
+/// Runs one prompt turn on an ACP agent over `stream`: initialize, authenticate, open a
+/// session in `prompt.cwd`, prompt, and pass each [`Event`] of the turn to `on_event` in
+/// order. Returns when the turn has ended; the connection is then closed.
+///
+/// The exchange ([ACP v1](https://agentclientprotocol.com/protocol/overview)):
+/// `initialize` → `authenticate` (method `boitata-secret`, the secret in
+/// `_meta.boitata.secret`; only when the agent offers that method) → `session/new`
+/// (the given `cwd`) → `session/prompt`. Each `session/update` whose update carries an
+/// [`Event`] in `_meta.boitata` is decoded and passed to the callback, in arrival order,
+/// all before `run_prompt` returns. Updates are handled by the connection's dispatch
+/// loop before the prompt response is, so none is lost to the race between them.
 ///
 /// If `cancel` fires before the turn starts, returns at once with stop reason
 /// `cancelled`; during the turn, sends `session/cancel` and waits (up to

@@ -16,6 +16,16 @@ pub enum AcpError {
         /// The socket error.
         source: std::io::Error,
     },
+    /// No agent answered at the address in time ([`wait_ready`](crate::wait_ready)).
+    #[error("no ACP agent answered at {addr} within {waited:?}: {last_error}")]
+    NotReady {
+        /// The address tried.
+        addr: SocketAddr,
+        /// How long we tried.
+        waited: Duration,
+        /// The last attempt's failure.
+        last_error: String,
+    },
     /// Reading or writing the connection failed outside any protocol step.
     #[error("ACP connection failed: {0}")]
     Io(#[from] std::io::Error),

@@ -49,7 +49,8 @@ mod server;
 pub mod update;
 
 pub use client::{
-    connect, run_prompt, run_prompt_at, Prompt, PromptOutcome, StopReason, DEFAULT_CANCEL_GRACE,
+    connect, run_prompt, run_prompt_at, wait_ready, Prompt, PromptOutcome, StopReason,
+    DEFAULT_CANCEL_GRACE,
 };
 pub use error::AcpError;
 pub use meta::{AUTH_METHOD_ID, META_KEY};

@@ -1,27 +1,5 @@
 //! The agent side: [`AcpServer`] (and the [`serve`] shorthand) runs Boitata's agent as
 //! an ACP agent over a byte stream: TCP, stdio, anything that reads and writes.
-//!
-//! Per connection:
-//! - `initialize` answers with protocol v1 and, when the server has a secret, the
-//!   [`AUTH_METHOD_ID`] authentication method. A secret in `_meta.boitata.secret` of
-//!   `initialize` authenticates the connection at once.
-//! - `authenticate` (method [`AUTH_METHOD_ID`]) checks `_meta.boitata.secret` in
-//!   constant time. Three wrong secrets close the door for the rest of the connection.
-//! - `session/new` is refused (`-32000`, authentication required) until the connection
-//!   is authenticated, and refused (`-32602`) unless `cwd` resolves to the workspace root
-//!   or a directory beneath it (compared by path components, after resolving links).
-//! - `session/prompt` runs one [`Agent::run`](boitata_core::agent::Agent::run) on the
-//!   prompt's text, in its own task so the connection keeps reading (a
-//!   `session/cancel` must get through while the turn runs). Every event of the turn is
-//!   sent as a `session/update` (see [`crate::update`]) the moment it is emitted, on the
-//!   connection's single ordered outgoing queue; the response is queued after the last
-//!   of them, so every update of a turn is on the wire before the turn's response.
-//!   Stop reasons: `end_turn`, `max_turn_requests` (the agent's `max_turns`, or
-//!   `_meta.boitata.max_turns` of the request), `cancelled`.
-//! - `session/cancel` cancels the session's running turn.
-//!
-//! When the client disconnects, or the server's shutdown token fires, running turns are
-//! cancelled and given [`TURN_SHUTDOWN_GRACE`] to answer.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -91,10 +69,32 @@ where
 }
 
 /// An ACP agent server: a runtime (provider, tools, limits), the workspace root its
-/// sessions must stay within, an optional per-run secret and a shutdown token.
+/// sessions must stay within, an optional per-run secret and a shutdown token. Cheap to
+/// clone; clones share everything.
 ///
-/// Cheap to clone; clones share everything. See the [module docs](self) for the
-/// protocol it speaks.
+/// # Protocol
+///
+/// Per connection:
+/// - `initialize` answers with protocol v1 and, when the server has a secret, the
+///   [`AUTH_METHOD_ID`] authentication method. A secret in `_meta.boitata.secret` of
+///   `initialize` authenticates the connection at once.
+/// - `authenticate` (method [`AUTH_METHOD_ID`]) checks `_meta.boitata.secret` in
+///   constant time. Three wrong secrets close the door for the rest of the connection.
+/// - `session/new` is refused (`-32000`, authentication required) until the connection
+///   is authenticated, and refused (`-32602`) unless `cwd` resolves to the workspace root
+///   or a directory beneath it (compared by path components, after resolving links).
+/// - `session/prompt` runs one [`Agent::run`](boitata_core::agent::Agent::run) on the
+///   prompt's text, in its own task so the connection keeps reading (a
+///   `session/cancel` must get through while the turn runs). Every event of the turn is
+///   sent as a `session/update` (see [`crate::update`]) the moment it is emitted, on the
+///   connection's single ordered outgoing queue; the response is queued after the last
+///   of them, so every update of a turn is on the wire before the turn's response.
+///   Stop reasons: `end_turn`, `max_turn_requests` (the agent's `max_turns`, or
+///   `_meta.boitata.max_turns` of the request), `cancelled`.
+/// - `session/cancel` cancels the session's running turn.
+///
+/// When the client disconnects, or the server's shutdown token fires, running turns are
+/// cancelled and given [`TURN_SHUTDOWN_GRACE`] to answer.
 #[derive(Clone)]
 pub struct AcpServer {
     inner: Arc<ServerInner>,

@@ -130,8 +130,16 @@ fn tool_locations(tool: &str, arguments: &serde_json::Value, cwd: &Path) -> Vec<
     arguments
         .get("path")
         .and_then(|p| p.as_str())
-        .map(|path| vec![ToolCallLocation::new(cwd.join(path))])
+        .map(|path| vec![ToolCallLocation::new(joined(cwd, path))])
         .unwrap_or_default()
+}
+
+/// `cwd` joined with `path`, without the `.` components (`list_dir .` is `cwd` itself).
+fn joined(cwd: &Path, path: &str) -> std::path::PathBuf {
+    Path::new(path)
+        .components()
+        .filter(|c| !matches!(c, std::path::Component::CurDir))
+        .fold(cwd.to_path_buf(), |acc, c| acc.join(c))
 }
 
 #[cfg(test)]
@@ -162,6 +170,13 @@ mod tests {
         assert_eq!(wire["title"], "execute_command: cargo test");
         assert_eq!(wire["rawInput"]["command"], "cargo test");
         assert_eq!(wire["_meta"]["boitata"]["type"], "tool_call");
+        let list = emit(EventPayload::ToolCall {
+            call_id: "c2".into(),
+            tool: "list_dir".into(),
+            arguments: json!({"path": "./src"}),
+        });
+        let wire = serde_json::to_value(session_update(&list, cwd)).unwrap();
+        assert_eq!(wire["locations"][0]["path"], "/ws/src");
 
         let result = emit(EventPayload::ToolResult {
             call_id: "c1".into(),

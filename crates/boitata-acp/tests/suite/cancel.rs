@@ -106,3 +106,27 @@ async fn shutting_the_server_down_cancels_running_turns_and_answers_them() {
         .expect("serve_tcp did not return after shutdown")
         .unwrap();
 }
+
+#[tokio::test]
+async fn cancel_request_for_the_prompt_also_ends_the_turn_cancelled() {
+    let agent = TestAgent::start(vec![FakeTurn::Hang], None).await;
+    let mut client = RawClient::connect(agent.addr).await;
+    client.initialize(None).await;
+    let session = client.new_session(&agent.root()).await;
+    let session_id = session["result"]["sessionId"].clone();
+    client
+        .send(
+            json!({"jsonrpc": "2.0", "id": 7, "method": "session/prompt",
+            "params": {"sessionId": session_id, "prompt": [{"type": "text", "text": "hang"}]}}),
+        )
+        .await;
+    tokio::time::timeout(PATIENCE, agent.provider.hanging.notified())
+        .await
+        .expect("the model request never started");
+    client
+        .notify("$/cancel_request", json!({"requestId": 7}))
+        .await;
+    let response = client.read().await;
+    assert_eq!(response["id"], 7, "{response}");
+    assert_eq!(response["result"]["stopReason"], "cancelled", "{response}");
+}

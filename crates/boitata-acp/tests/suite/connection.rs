@@ -64,3 +64,28 @@ async fn a_workspace_root_that_does_not_exist_is_refused_up_front() {
     let err = AcpServer::new(runtime(provider), std::path::Path::new("/no/such/dir")).unwrap_err();
     assert!(err.to_string().contains("/no/such/dir"), "{err}");
 }
+
+#[tokio::test]
+async fn wait_ready_returns_once_the_agent_answers_initialize() {
+    let agent = super::support::TestAgent::start(vec![], Some("secret-123456")).await;
+    boitata_acp::wait_ready(agent.addr, PATIENCE).await.unwrap();
+}
+
+#[tokio::test]
+async fn wait_ready_is_not_fooled_by_a_port_that_accepts_and_hangs_up() {
+    // What a published container port does before anything listens inside.
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            drop(stream);
+        }
+    });
+    let err = boitata_acp::wait_ready(addr, std::time::Duration::from_millis(500))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, AcpError::NotReady { .. }), "{err:?}");
+    let message = err.to_string();
+    assert!(message.contains(&addr.to_string()), "{message}");
+    assert!(message.contains("initialize"), "{message}");
+}
