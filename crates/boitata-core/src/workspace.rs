@@ -409,8 +409,18 @@ impl Workspace {
         }
     }
 
+    /// The error for `source`, raised doing `action` on `path`. An operation can fail
+    /// for a reason other than the escape itself (`mkdir` on a link to a directory
+    /// outside says "already exists"), so on failure every ancestor of the path is
+    /// checked too, and one that leads outside makes it an `OutsideWorkspace`.
     fn fail(&self, path: &Path, action: &'static str, source: io::Error) -> WorkspaceError {
-        if is_escape(&source) {
+        let escapes = is_escape(&source)
+            || self.relative(path).is_ok_and(|rel| {
+                rel.ancestors()
+                    .filter(|a| !a.as_os_str().is_empty())
+                    .any(|a| self.dir.metadata(a).is_err_and(|e| is_escape(&e)))
+            });
+        if escapes {
             self.outside(path)
         } else {
             WorkspaceError::WithPath {

@@ -62,11 +62,17 @@ async fn run_git(ctx: &ToolContext, args: &[OsString]) -> Result<ChildOutput, To
 }
 
 fn failure(args: &[OsString], run: ChildOutput) -> ToolError {
-    let command = args
-        .iter()
-        .map(|a| a.to_string_lossy())
-        .collect::<Vec<_>>()
-        .join(" ");
+    // `-c key=value` pairs are ours (the fallback identity): name the subcommand only.
+    let mut shown = Vec::new();
+    let mut words = args.iter();
+    while let Some(word) = words.next() {
+        if word == "-c" {
+            words.next();
+        } else {
+            shown.push(word.to_string_lossy());
+        }
+    }
+    let command = shown.join(" ");
     let how = match run.ending {
         Ending::Exited(code) => format!("exit code {code}"),
         Ending::Signalled(signal) => format!("killed by signal {signal}"),

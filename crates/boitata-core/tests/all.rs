@@ -1,0 +1,3 @@
+//! boitata-core's integration tests, compiled as one binary (see `suite/`).
+
+mod suite;
