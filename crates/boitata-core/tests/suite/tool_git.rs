@@ -1,5 +1,8 @@
 //! The git tools on real repositories in temp dirs.
 
+// Set-up helpers: a failed set-up is a failed test.
+#![allow(clippy::unwrap_used)]
+
 use serde_json::json;
 use tempfile::TempDir;
 

@@ -1,5 +1,8 @@
 //! `search`: regex over the tree, respecting .gitignore, capped.
 
+// Set-up helpers: a failed set-up is a failed test.
+#![allow(clippy::unwrap_used)]
+
 use boitata_core::tool::ToolError;
 use serde_json::json;
 

@@ -1,6 +1,9 @@
 //! Fixtures shared by the tool and workspace tests: a workspace root beside a directory
 //! outside it, a tool context on that root, and a look at live processes.
 
+// Set-up helpers: a failed set-up is a failed test.
+#![allow(clippy::unwrap_used)]
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;

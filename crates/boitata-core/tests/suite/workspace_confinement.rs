@@ -1,6 +1,9 @@
 //! Confinement: no path a tool gets may read or write outside the workspace root, by
 //! `..`, by an absolute path, or through any symbolic link; writes inside work.
 
+// Set-up helpers: a failed set-up is a failed test.
+#![allow(clippy::unwrap_used)]
+
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
