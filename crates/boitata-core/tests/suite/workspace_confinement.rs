@@ -329,10 +329,16 @@ fn a_fifo_does_not_hang_a_read() {
         .unwrap();
     assert!(status.success());
     let ws = Workspace::open(&fx.root).unwrap();
-    assert!(matches!(
-        ws.read("pipe"),
-        Err(WorkspaceError::NotAFile { .. })
-    ));
+    // Read on a thread: if opening blocks (no writer will ever come), fail, not hang.
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || sender.send(ws.read("pipe")));
+    let result = receiver
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("reading a FIFO blocked");
+    assert!(
+        matches!(result, Err(WorkspaceError::NotAFile { .. })),
+        "{result:?}"
+    );
 }
 
 /// Every file (not following links) under `dir` whose content is `content`.
@@ -352,7 +358,7 @@ fn files_holding(dir: &Path, content: &str) -> Vec<PathBuf> {
 }
 
 fn path_strategy(root: String) -> impl Strategy<Value = String> {
-    let component = prop::sample::select(vec!["..", ".", "a", "b", "link", "new"]);
+    let component = prop::sample::select(vec!["..", ".", "a", "b", "link", "new", "secret.txt"]);
     (
         prop::collection::vec(component, 1..7),
         prop::sample::select(vec!["", "/", "ROOT"]),
@@ -369,13 +375,15 @@ fn path_strategy(root: String) -> impl Strategy<Value = String> {
 #[test]
 fn proptest_no_path_resolves_outside_the_root() {
     let fx = Fixture::new();
-    // Links out of the root at several depths, and one that stays inside.
+    // Links out of the root at several depths, one dangling, and one that stays inside.
     std::fs::create_dir_all(inside(&fx, "a/b")).unwrap();
     std::fs::create_dir_all(inside(&fx, "b")).unwrap();
     symlink(&fx.outside, inside(&fx, "link")).unwrap();
     symlink("../../outside", inside(&fx, "a/link")).unwrap();
     symlink("/", inside(&fx, "a/b/link")).unwrap();
     symlink("..", inside(&fx, "b/link")).unwrap();
+    // A dangling link out: writing through it would create `outside/planted`.
+    symlink("../../outside/planted", inside(&fx, "a/new")).unwrap();
     let ws = Workspace::open(&fx.root).unwrap();
     let base = fx.root.parent().unwrap().to_path_buf();
 
