@@ -26,7 +26,7 @@
 //!
 //! let output = ChildCommand::new("/bin/sh", "/tmp")
 //!     .args(["-c", "echo hello"])
-//!     .env(boitata_core::process::base_env())
+//!     .env([("PATH".to_owned(), "/usr/bin:/bin".to_owned())].into())
 //!     .timeout(Duration::from_secs(10))
 //!     .max_output_bytes(4096)
 //!     .run(&CancellationToken::new())
@@ -61,25 +61,6 @@ const KILL_GRACE: Duration = Duration::from_secs(2);
 const DRAIN_GRACE: Duration = Duration::from_millis(500);
 /// Where `setsid(1)` may live. Looked up at these fixed places, never through `PATH`.
 const SETSID_PATHS: [&str; 2] = ["/usr/bin/setsid", "/bin/setsid"];
-
-/// The variables a shell and common build tools need, copied from the host
-/// environment, and nothing else: `PATH`, `HOME`, `USER`, `LOGNAME`, `LANG`, `LC_ALL`,
-/// `LC_CTYPE`, `TZ`, `TMPDIR`. No key, token or other secret the agent holds is passed.
-///
-/// A starting point for a tool context's `command_env`; add to it what a project needs.
-pub fn base_env() -> BTreeMap<String, String> {
-    const NAMES: [&str; 9] = [
-        "PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR",
-    ];
-    NAMES
-        .iter()
-        .filter_map(|name| {
-            std::env::var(name)
-                .ok()
-                .map(|value| ((*name).to_owned(), value))
-        })
-        .collect()
-}
 
 /// A program to run as a confined-lifetime child: see the [module docs](self).
 #[derive(Debug, Clone)]

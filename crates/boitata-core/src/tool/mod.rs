@@ -65,20 +65,6 @@ pub struct ToolContext {
     pub limits: ToolLimits,
 }
 
-impl ToolContext {
-    /// A context on `workspace` with a fresh cancellation token, the host's basic
-    /// variables as the command environment ([`crate::process::base_env`]: `PATH`,
-    /// `HOME`, locale; no secrets) and the default limits.
-    pub fn new(workspace: Workspace) -> Self {
-        ToolContext {
-            workspace,
-            cancel: CancellationToken::new(),
-            command_env: crate::process::base_env(),
-            limits: ToolLimits::default(),
-        }
-    }
-}
-
 /// Why a tool call failed. Shown to the model as the tool's error output.
 #[derive(Debug, thiserror::Error)]
 pub enum ToolError {
