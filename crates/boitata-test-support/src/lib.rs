@@ -1,1 +1,2 @@
 //! boitata-test-support
+pub mod docker;

@@ -1,0 +1,2 @@
+//! Integration tests of boitata-orchestrator, compiled as one binary.
+mod suite;
