@@ -33,9 +33,9 @@ pub fn directory(dir: &Path) -> io::Result<Vec<u8>> {
     let mut builder = tar::Builder::new(Vec::new());
     builder.follow_symlinks(false);
     builder.mode(tar::HeaderMode::Deterministic);
-    builder.append_dir_all(".", dir).map_err(|e| {
-        io::Error::new(e.kind(), format!("archiving {}: {e}", dir.display()))
-    })?;
+    builder
+        .append_dir_all(".", dir)
+        .map_err(|e| io::Error::new(e.kind(), format!("archiving {}: {e}", dir.display())))?;
     builder.into_inner()
 }
 
@@ -76,7 +76,13 @@ mod tests {
                 entry.header().entry_type(),
             ));
         }
-        assert!(kinds.contains(&("a.txt".into(), tar::EntryType::Regular)), "{kinds:?}");
-        assert!(kinds.contains(&("link".into(), tar::EntryType::Symlink)), "{kinds:?}");
+        assert!(
+            kinds.contains(&("a.txt".into(), tar::EntryType::Regular)),
+            "{kinds:?}"
+        );
+        assert!(
+            kinds.contains(&("link".into(), tar::EntryType::Symlink)),
+            "{kinds:?}"
+        );
     }
 }

@@ -35,6 +35,8 @@ pub struct Daemon {
 
 /// Returns the daemon if `docker info` answers. Otherwise prints
 /// `skipping TEST: …` and returns `None`, or panics when `CI=true`.
+// Printing the reason a test skips is this helper's job.
+#[allow(clippy::print_stderr)]
 pub fn daemon(test: &str) -> Option<Daemon> {
     let reason = match Command::new("docker")
         .args(["info", "--format", "{{.ServerVersion}}"])
@@ -117,12 +119,15 @@ impl Daemon {
         let text = docker_ok(&["inspect", "--type", "container", id]);
         let mut docs: Vec<serde_json::Value> =
             serde_json::from_str(&text).unwrap_or_else(|e| panic!("docker inspect {id}: {e}"));
-        docs.pop().unwrap_or_else(|| panic!("docker inspect {id}: empty answer"))
+        docs.pop()
+            .unwrap_or_else(|| panic!("docker inspect {id}: empty answer"))
     }
 
     /// Whether a container with this id (or name) exists.
     pub fn container_exists(&self, id: &str) -> bool {
-        docker(&["inspect", "--type", "container", id]).status.success()
+        docker(&["inspect", "--type", "container", id])
+            .status
+            .success()
     }
 }
 

@@ -22,23 +22,23 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use boitata_core::OutputStream;
 use bollard::container::LogOutput;
 use bollard::errors::Error as BollardError;
 use bollard::exec::{CreateExecOptions, StartExecResults};
 use bollard::models::{ContainerCreateBody, HostConfig, PortBinding};
 use bollard::query_parameters::{
-    CreateContainerOptions, InspectContainerOptions, ListContainersOptions,
-    RemoveContainerOptions, UploadToContainerOptions,
+    CreateContainerOptions, InspectContainerOptions, ListContainersOptions, RemoveContainerOptions,
+    UploadToContainerOptions,
 };
 use bollard::Docker;
-use boitata_core::OutputStream;
 use futures::StreamExt;
 use tokio::sync::OnceCell;
 
 use super::{
     ExecSpec, ExecStatus, Network, OutputSink, Sandbox, SandboxError, SandboxId, SandboxInfo,
-    SandboxSpec, CREATED_BY, EXEC_MARKER_ENV, LABEL_CREATED_BY, LABEL_HOST, LABEL_NODE,
-    LABEL_PID, LABEL_RUN_ID,
+    SandboxSpec, CREATED_BY, EXEC_MARKER_ENV, LABEL_CREATED_BY, LABEL_HOST, LABEL_NODE, LABEL_PID,
+    LABEL_RUN_ID,
 };
 
 /// Where the Docker daemon is when `DOCKER_HOST` is unset.
@@ -205,8 +205,12 @@ impl DockerBackend {
         };
         match tokio::time::timeout(KILL_TIMEOUT, kill).await {
             Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::warn!(sandbox = %id.short(), "killing a timed-out command failed: {e}"),
-            Err(_) => tracing::warn!(sandbox = %id.short(), "killing a timed-out command took over {KILL_TIMEOUT:?}"),
+            Ok(Err(e)) => {
+                tracing::warn!(sandbox = %id.short(), "killing a timed-out command failed: {e}")
+            }
+            Err(_) => {
+                tracing::warn!(sandbox = %id.short(), "killing a timed-out command took over {KILL_TIMEOUT:?}")
+            }
         }
     }
 
@@ -256,7 +260,12 @@ impl DockerBackend {
     }
 
     /// Like [`DockerBackend::error`], with a 404 meaning the container is gone.
-    fn container_error(&self, operation: &'static str, id: &SandboxId, e: BollardError) -> SandboxError {
+    fn container_error(
+        &self,
+        operation: &'static str,
+        id: &SandboxId,
+        e: BollardError,
+    ) -> SandboxError {
         if status_code(&e) == Some(404) {
             SandboxError::NotFound { id: id.to_string() }
         } else {
@@ -448,7 +457,9 @@ impl Sandbox for DockerBackend {
                     Ok(LogOutput::StdOut { message }) | Ok(LogOutput::Console { message }) => {
                         sink.output(OutputStream::Stdout, &message)
                     }
-                    Ok(LogOutput::StdErr { message }) => sink.output(OutputStream::Stderr, &message),
+                    Ok(LogOutput::StdErr { message }) => {
+                        sink.output(OutputStream::Stderr, &message)
+                    }
                     Ok(LogOutput::StdIn { .. }) => {}
                     Err(e) => return Err(self.error("read exec output", e)),
                 }
@@ -511,7 +522,11 @@ impl Sandbox for DockerBackend {
             ..Default::default()
         };
         match docker
-            .upload_to_container(id.as_str(), Some(options()), bollard::body_full(body.clone()))
+            .upload_to_container(
+                id.as_str(),
+                Some(options()),
+                bollard::body_full(body.clone()),
+            )
             .await
         {
             Ok(()) => return Ok(()),
@@ -530,11 +545,7 @@ impl Sandbox for DockerBackend {
             return Err(SandboxError::Backend {
                 backend: BACKEND,
                 operation: "upload archive",
-                source: format!(
-                    "cannot create {dest}: {}",
-                    sink.stderr_text().trim()
-                )
-                .into(),
+                source: format!("cannot create {dest}: {}", sink.stderr_text().trim()).into(),
             });
         }
         docker
@@ -607,7 +618,13 @@ fn container_name(spec: &SandboxSpec) -> String {
         .as_deref()
         .unwrap_or("sandbox")
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '-' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '-'
+            }
+        })
         .take(40)
         .collect();
     let unique = uuid::Uuid::now_v7().simple().to_string();

@@ -220,7 +220,9 @@ impl SandboxSpec {
     pub fn validate(&self) -> Result<(), SandboxError> {
         let invalid = |message: String| Err(SandboxError::InvalidSpec { message });
         if self.image.trim().is_empty() {
-            return invalid("image is empty: name a local image, e.g. boitata-base:bookworm".into());
+            return invalid(
+                "image is empty: name a local image, e.g. boitata-base:bookworm".into(),
+            );
         }
         if !self.workdir.starts_with('/') {
             return invalid(format!(
@@ -247,10 +249,7 @@ impl SandboxSpec {
             ));
         }
         if self.limits.pids < 1 {
-            return invalid(format!(
-                "pids {} must be at least 1",
-                self.limits.pids
-            ));
+            return invalid(format!("pids {} must be at least 1", self.limits.pids));
         }
         for key in self.env.keys() {
             if key.is_empty() || key.contains('=') {

@@ -1,6 +1,8 @@
 use std::time::Duration;
 
-use boitata_orchestrator::sandbox::{LABEL_CREATED_BY, LABEL_HOST, LABEL_NODE, LABEL_PID, LABEL_RUN_ID};
+use boitata_orchestrator::sandbox::{
+    LABEL_CREATED_BY, LABEL_HOST, LABEL_NODE, LABEL_PID, LABEL_RUN_ID,
+};
 use boitata_orchestrator::{
     archive, CollectOutput, DockerBackend, ExecSpec, ExecStatus, Network, Sandbox, SandboxError,
     SandboxId,
@@ -8,7 +10,11 @@ use boitata_orchestrator::{
 
 use super::{base_spec, provision, setup};
 
-async fn run(backend: &DockerBackend, id: &SandboxId, spec: ExecSpec) -> (ExecStatus, CollectOutput) {
+async fn run(
+    backend: &DockerBackend,
+    id: &SandboxId,
+    spec: ExecSpec,
+) -> (ExecStatus, CollectOutput) {
     let mut out = CollectOutput::default();
     let status = backend
         .exec(id, &spec, &mut out)
@@ -25,7 +31,12 @@ async fn provision_exec_destroy_captures_output_and_exit_codes() {
     let id = provision(&backend, &base_spec(&scope)).await;
     assert!(daemon.container_exists(id.as_str()));
 
-    let (status, out) = run(&backend, &id, ExecSpec::shell("echo hello; echo oops >&2; pwd")).await;
+    let (status, out) = run(
+        &backend,
+        &id,
+        ExecSpec::shell("echo hello; echo oops >&2; pwd"),
+    )
+    .await;
     assert_eq!(status, ExecStatus::Exited(0));
     assert_eq!(out.stdout_text(), "hello\n/workspace\n");
     assert_eq!(out.stderr_text(), "oops\n");
@@ -58,7 +69,10 @@ async fn provision_exec_destroy_captures_output_and_exit_codes() {
 
     // A program that does not exist is an error or exit 126/127, never a hang.
     let mut sink = CollectOutput::default();
-    match backend.exec(&id, &ExecSpec::new(["/no/such/program"]), &mut sink).await {
+    match backend
+        .exec(&id, &ExecSpec::new(["/no/such/program"]), &mut sink)
+        .await
+    {
         Ok(ExecStatus::Exited(code)) => assert!(code == 126 || code == 127, "{code}"),
         Ok(other) => panic!("{other:?}"),
         Err(e) => assert!(!e.to_string().is_empty()),
@@ -68,7 +82,10 @@ async fn provision_exec_destroy_captures_output_and_exit_codes() {
     assert!(!daemon.container_exists(id.as_str()));
     // Idempotent.
     backend.destroy(&id).await.unwrap();
-    backend.destroy(&SandboxId::new("0123456789ab-not-a-container")).await.unwrap();
+    backend
+        .destroy(&SandboxId::new("0123456789ab-not-a-container"))
+        .await
+        .unwrap();
     assert!(scope.containers().is_empty());
 
     let err = backend
@@ -88,17 +105,31 @@ async fn hardening_is_visible_in_inspect_while_running() {
     let host = &doc["HostConfig"];
     assert_eq!(doc["State"]["Running"], true, "{doc:#}");
     assert_eq!(host["CapDrop"], serde_json::json!(["ALL"]), "{host:#}");
-    assert!(host["CapAdd"].is_null() || host["CapAdd"] == serde_json::json!([]), "{host:#}");
-    assert_eq!(host["SecurityOpt"], serde_json::json!(["no-new-privileges"]), "{host:#}");
+    assert!(
+        host["CapAdd"].is_null() || host["CapAdd"] == serde_json::json!([]),
+        "{host:#}"
+    );
+    assert_eq!(
+        host["SecurityOpt"],
+        serde_json::json!(["no-new-privileges"]),
+        "{host:#}"
+    );
     assert_eq!(host["PidsLimit"], 512);
     assert_eq!(host["Memory"], 2_i64 * 1024 * 1024 * 1024);
-    assert_eq!(host["MemorySwap"], host["Memory"], "swap beyond the memory limit");
+    assert_eq!(
+        host["MemorySwap"], host["Memory"],
+        "swap beyond the memory limit"
+    );
     assert!(host["NanoCpus"].as_i64().unwrap() > 0, "{host:#}");
     assert_eq!(host["Privileged"], false);
     assert_eq!(host["Init"], true);
     assert_eq!(host["NetworkMode"], "bridge");
     assert!(host["Binds"].is_null(), "{host:#}");
-    assert_eq!(doc["Mounts"], serde_json::json!([]), "no mounts, no docker socket");
+    assert_eq!(
+        doc["Mounts"],
+        serde_json::json!([]),
+        "no mounts, no docker socket"
+    );
     let labels = &doc["Config"]["Labels"];
     assert_eq!(labels[LABEL_CREATED_BY], "boitata");
     assert_eq!(labels[LABEL_RUN_ID], scope.run_id());
@@ -120,7 +151,12 @@ async fn hardening_is_visible_in_inspect_while_running() {
     assert!(text.contains("NoNewPrivs:\t1"), "{text}");
     assert!(text.contains("512"), "{text}");
     // Without CAP_CHOWN even root cannot give a file away.
-    let (status, _) = run(&backend, &id, ExecSpec::shell("touch /tmp/f && chown 1000 /tmp/f")).await;
+    let (status, _) = run(
+        &backend,
+        &id,
+        ExecSpec::shell("touch /tmp/f && chown 1000 /tmp/f"),
+    )
+    .await;
     assert_ne!(status, ExecStatus::Exited(0));
 }
 
@@ -146,7 +182,10 @@ async fn overrides_change_the_limits_and_ports_publish_on_loopback_only() {
     assert_eq!(host["NanoCpus"], 500_000_000);
     assert_eq!(host["CapDrop"], serde_json::json!(["ALL"]));
     assert_eq!(host["CapAdd"], serde_json::json!(["CHOWN"]));
-    assert!(host["SecurityOpt"].is_null() || host["SecurityOpt"] == serde_json::json!([]), "{host:#}");
+    assert!(
+        host["SecurityOpt"].is_null() || host["SecurityOpt"] == serde_json::json!([]),
+        "{host:#}"
+    );
     assert_eq!(host["Privileged"], false);
     let bindings = &host["PortBindings"]["8080/tcp"];
     assert_eq!(bindings[0]["HostIp"], "127.0.0.1", "{host:#}");
@@ -155,14 +194,25 @@ async fn overrides_change_the_limits_and_ports_publish_on_loopback_only() {
     assert!(addr.ip().is_loopback(), "{addr}");
     let published = &doc["NetworkSettings"]["Ports"]["8080/tcp"][0];
     assert_eq!(published["HostIp"], "127.0.0.1", "{doc:#}");
-    assert_eq!(published["HostPort"].as_str().unwrap(), addr.port().to_string());
+    assert_eq!(
+        published["HostPort"].as_str().unwrap(),
+        addr.port().to_string()
+    );
     let err = backend.endpoint(&id, 9999).await.unwrap_err();
-    assert!(matches!(err, SandboxError::PortNotPublished { port: 9999, .. }), "{err}");
+    assert!(
+        matches!(err, SandboxError::PortNotPublished { port: 9999, .. }),
+        "{err}"
+    );
 
     let (status, out) = run(&backend, &id, ExecSpec::shell("pwd; echo $SANDBOX_ENV")).await;
     assert_eq!(status, ExecStatus::Exited(0));
     assert_eq!(out.stdout_text(), "/srv/work\nfrom-spec\n");
-    let (status, _) = run(&backend, &id, ExecSpec::shell("touch /tmp/f && chown 1000 /tmp/f")).await;
+    let (status, _) = run(
+        &backend,
+        &id,
+        ExecSpec::shell("touch /tmp/f && chown 1000 /tmp/f"),
+    )
+    .await;
     assert_eq!(status, ExecStatus::Exited(0), "CHOWN was given back");
 }
 
@@ -172,9 +222,15 @@ async fn network_none_has_no_interfaces_but_loopback_and_cannot_publish() {
         return;
     };
     let id = provision(&backend, &base_spec(&scope).network(Network::None)).await;
-    assert_eq!(daemon.inspect(id.as_str())["HostConfig"]["NetworkMode"], "none");
+    assert_eq!(
+        daemon.inspect(id.as_str())["HostConfig"]["NetworkMode"],
+        "none"
+    );
     let (_, out) = run(&backend, &id, ExecSpec::shell("ls /sys/class/net")).await;
-    assert_eq!(out.stdout_text().split_whitespace().collect::<Vec<_>>(), vec!["lo"]);
+    assert_eq!(
+        out.stdout_text().split_whitespace().collect::<Vec<_>>(),
+        vec!["lo"]
+    );
 
     let err = backend
         .provision(&base_spec(&scope).network(Network::None).port(80))
@@ -196,7 +252,9 @@ async fn upload_unpacks_files_and_creates_the_destination() {
     let (status, out) = run(
         &backend,
         &id,
-        ExecSpec::shell("cat /opt/boitata/in/notes/hello.txt; stat -c '%a %u' /opt/boitata/in/notes/hello.txt"),
+        ExecSpec::shell(
+            "cat /opt/boitata/in/notes/hello.txt; stat -c '%a %u' /opt/boitata/in/notes/hello.txt",
+        ),
     )
     .await;
     assert_eq!(status, ExecStatus::Exited(0), "{}", out.stderr_text());
@@ -210,11 +268,20 @@ async fn upload_unpacks_files_and_creates_the_destination() {
         .upload(&id, archive::directory(dir.path()).unwrap(), "/workspace")
         .await
         .unwrap();
-    let (_, out) = run(&backend, &id, ExecSpec::shell("cat src/main.txt; echo; readlink link")).await;
+    let (_, out) = run(
+        &backend,
+        &id,
+        ExecSpec::shell("cat src/main.txt; echo; readlink link"),
+    )
+    .await;
     assert_eq!(out.stdout_text(), "main\n/etc/hostname\n");
 
     let err = backend
-        .upload(&SandboxId::new("boitata-no-such-container"), Vec::new(), "/x")
+        .upload(
+            &SandboxId::new("boitata-no-such-container"),
+            Vec::new(),
+            "/x",
+        )
         .await
         .unwrap_err();
     assert!(matches!(err, SandboxError::NotFound { .. }), "{err}");
@@ -255,7 +322,11 @@ async fn exec_timeout_kills_every_process_it_started_inside_the_container() {
     .timeout(Duration::from_secs(2));
     let status = backend.exec(&id, &spec, &mut out).await.unwrap();
     assert_eq!(status, ExecStatus::TimedOut(Duration::from_secs(2)));
-    assert_eq!(out.stdout_text(), "started\n", "output before the deadline is kept");
+    assert_eq!(
+        out.stdout_text(),
+        "started\n",
+        "output before the deadline is kept"
+    );
 
     let left = stray_processes(&backend, &id).await;
     assert!(left.is_empty(), "processes left in the container: {left:?}");
@@ -316,15 +387,24 @@ async fn a_missing_daemon_socket_is_one_clear_line() {
     let backend = DockerBackend::with_host("unix:///nonexistent/boitata-test/docker.sock");
     let spec = boitata_orchestrator::SandboxSpec::new("boitata-base:bookworm", "run-x");
     let err = backend.provision(&spec).await.unwrap_err();
-    assert!(matches!(err, SandboxError::DaemonUnavailable { .. }), "{err:?}");
+    assert!(
+        matches!(err, SandboxError::DaemonUnavailable { .. }),
+        "{err:?}"
+    );
     let text = err.to_string();
     assert!(!text.contains('\n'), "{text}");
-    assert!(text.contains("unix:///nonexistent/boitata-test/docker.sock"), "{text}");
+    assert!(
+        text.contains("unix:///nonexistent/boitata-test/docker.sock"),
+        "{text}"
+    );
     assert!(text.contains("DOCKER_HOST"), "{text}");
     assert!(text.starts_with("cannot reach the Docker daemon"), "{text}");
     // Every operation says the same.
     let err = backend.destroy(&SandboxId::new("x")).await.unwrap_err();
-    assert!(matches!(err, SandboxError::DaemonUnavailable { .. }), "{err:?}");
+    assert!(
+        matches!(err, SandboxError::DaemonUnavailable { .. }),
+        "{err:?}"
+    );
 
     // A TCP address nobody listens on: refused, same error, quickly.
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -332,5 +412,8 @@ async fn a_missing_daemon_socket_is_one_clear_line() {
     drop(listener);
     let backend = DockerBackend::with_host(format!("tcp://127.0.0.1:{port}"));
     let err = backend.list(&Default::default()).await.unwrap_err();
-    assert!(matches!(err, SandboxError::DaemonUnavailable { .. }), "{err:?}");
+    assert!(
+        matches!(err, SandboxError::DaemonUnavailable { .. }),
+        "{err:?}"
+    );
 }

@@ -18,7 +18,10 @@ async fn gc_removes_sandboxes_of_runs_that_are_not_live() {
     let l1 = provision(&backend, &base_spec(&live)).await;
 
     let listed = backend
-        .list(&BTreeMap::from([(LABEL_RUN_ID.to_owned(), dead.run_id().to_owned())]))
+        .list(&BTreeMap::from([(
+            LABEL_RUN_ID.to_owned(),
+            dead.run_id().to_owned(),
+        )]))
         .await
         .unwrap();
     assert_eq!(listed.len(), 2);

@@ -1,8 +1,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use boitata_core::{Emitter, Event, EventSink, Redactor};
 use boitata_core::event::SinkError;
+use boitata_core::{Emitter, Event, EventSink, Redactor};
 use boitata_orchestrator::{DockerBackend, RunSandboxes};
 
 use super::{base_spec, setup};
@@ -43,10 +43,19 @@ async fn teardown_destroys_every_sandbox_with_an_event_each() {
     };
     let (emitter, events) = emitter(scope.run_id());
     let sandboxes = RunSandboxes::new(Arc::new(backend), emitter);
-    let a = sandboxes.provision(Some("a"), base_spec(&scope)).await.unwrap();
-    let b = sandboxes.provision(Some("b"), base_spec(&scope)).await.unwrap();
+    let a = sandboxes
+        .provision(Some("a"), base_spec(&scope))
+        .await
+        .unwrap();
+    let b = sandboxes
+        .provision(Some("b"), base_spec(&scope))
+        .await
+        .unwrap();
     assert_eq!(scope.containers().len(), 2);
-    assert_eq!(daemon.inspect(a.as_str())["Config"]["Labels"]["boitata.node"], "a");
+    assert_eq!(
+        daemon.inspect(a.as_str())["Config"]["Labels"]["boitata.node"],
+        "a"
+    );
     assert_eq!(sandboxes.live(), vec![a.clone(), b.clone()]);
 
     let report = sandboxes.teardown().await;
@@ -65,7 +74,10 @@ async fn teardown_destroys_every_sandbox_with_an_event_each() {
     );
 
     // After teardown: no new sandbox, and a second teardown is harmless.
-    let err = sandboxes.provision(Some("c"), base_spec(&scope)).await.unwrap_err();
+    let err = sandboxes
+        .provision(Some("c"), base_spec(&scope))
+        .await
+        .unwrap_err();
     assert!(err.to_string().contains("is ending"), "{err}");
     assert!(sandboxes.teardown().await.destroyed.is_empty());
     assert!(scope.containers().is_empty());
@@ -85,7 +97,11 @@ async fn a_provision_cancelled_midway_is_still_torn_down() {
     }
     let report = sandboxes.teardown().await;
     assert!(report.failed.is_empty(), "{report:?}");
-    assert!(scope.containers().is_empty(), "leaked: {:?}", scope.containers());
+    assert!(
+        scope.containers().is_empty(),
+        "leaked: {:?}",
+        scope.containers()
+    );
 }
 
 #[tokio::test]
@@ -106,7 +122,9 @@ async fn a_panicking_task_that_provisioned_still_gets_teardown() {
     let report = sandboxes.teardown().await;
     assert_eq!(report.destroyed.len(), 1);
     assert!(scope.containers().is_empty());
-    assert!(events.kinds().contains(&("sandbox_destroyed", Some("boom".into()))));
+    assert!(events
+        .kinds()
+        .contains(&("sandbox_destroyed", Some("boom".into()))));
 }
 
 #[tokio::test]
@@ -115,7 +133,10 @@ async fn teardown_of_a_run_without_sandboxes_never_touches_the_daemon() {
     let (emitter, events) = emitter("run-without-sandboxes");
     let sandboxes = RunSandboxes::new(Arc::new(backend), emitter);
     let report = sandboxes.teardown().await;
-    assert!(report.destroyed.is_empty() && report.failed.is_empty(), "{report:?}");
+    assert!(
+        report.destroyed.is_empty() && report.failed.is_empty(),
+        "{report:?}"
+    );
     assert!(events.kinds().is_empty());
     assert_eq!(sandboxes.backend().backend_name(), "docker");
 }
