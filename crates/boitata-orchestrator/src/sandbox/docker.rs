@@ -466,16 +466,30 @@ impl Sandbox for DockerBackend {
             }
             Ok(())
         };
-        match spec.timeout {
-            None => pump.await?,
-            Some(limit) => match tokio::time::timeout(limit, pump).await {
-                Ok(result) => result?,
-                Err(_) => {
-                    tracing::debug!(sandbox = %id.short(), "exec timed out after {limit:?}; killing it");
-                    self.kill_marked(docker, id, &marker).await;
-                    return Ok(ExecStatus::TimedOut(limit));
-                }
-            },
+        let deadline = async {
+            match spec.timeout {
+                Some(limit) => tokio::time::sleep(limit).await,
+                None => std::future::pending().await,
+            }
+        };
+        let cancelled = async {
+            match &spec.cancel {
+                Some(token) => token.cancelled().await,
+                None => std::future::pending().await,
+            }
+        };
+        let stopped = tokio::select! {
+            pumped = pump => {
+                pumped?;
+                None
+            }
+            () = deadline => Some(ExecStatus::TimedOut(spec.timeout.unwrap_or_default())),
+            () = cancelled => Some(ExecStatus::Cancelled),
+        };
+        if let Some(status) = stopped {
+            tracing::debug!(sandbox = %id.short(), "exec stopped ({status:?}); killing its processes");
+            self.kill_marked(docker, id, &marker).await;
+            return Ok(status);
         }
         Ok(ExecStatus::Exited(self.exit_code(docker, &exec.id).await?))
     }
