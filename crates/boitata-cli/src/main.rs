@@ -1,2 +1,62 @@
-//! boitata CLI
-fn main() {}
+//! `boitata`: run a coding agent on a repository, locally or in a sandbox.
+//!
+//! A thin binary: it parses arguments, loads the config, builds the runtime through
+//! `boitata_core::runtime`, calls the libraries and maps the outcome to an exit code
+//! (0 succeeded, 1 failed, 130 cancelled, 2 usage or config error).
+
+mod args;
+mod error;
+mod render;
+mod run;
+mod runs;
+mod session;
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::args::{Cli, Command, RunsCommand};
+use crate::error::CliError;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "error: cannot start the async runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let code = match runtime.block_on(dispatch(cli)) {
+        Ok(code) => code,
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "error: {}", e.message);
+            e.code
+        }
+    };
+    // Do not wait for blocking tasks (a stdin reader, a signal watcher) to notice.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+    ExitCode::from(code)
+}
+
+async fn dispatch(cli: Cli) -> Result<u8, CliError> {
+    match cli.command {
+        Command::Run(args) => run::run(&cli.global, args).await,
+        Command::Runs { command } => match command {
+            RunsCommand::List(args) => runs::list(&cli.global, args),
+            RunsCommand::Show(args) => runs::show(&cli.global, args),
+        },
+    }
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("BOITATA_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}

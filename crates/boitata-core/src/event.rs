@@ -15,7 +15,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, SecondsFormat, SubsecRound, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::redact::Redactor;
@@ -368,7 +368,7 @@ impl Emitter {
         let event = Event {
             run_id: self.inner.run_id.clone(),
             seq: state.next_seq,
-            ts: Utc::now(),
+            ts: Utc::now().trunc_subsecs(3),
             node: node.map(str::to_owned),
             payload,
         };

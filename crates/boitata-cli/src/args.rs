@@ -1,0 +1,88 @@
+//! Command-line arguments.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Run LLM coding agents on real repositories, safely.
+#[derive(Debug, Parser)]
+#[command(name = "boitata", version, about, long_about = None)]
+pub(crate) struct Cli {
+    #[command(flatten)]
+    pub(crate) global: GlobalArgs,
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+/// Options every command takes.
+#[derive(Debug, Args)]
+pub(crate) struct GlobalArgs {
+    /// Config file (default: $BOITATA_CONFIG, ./boitata.toml, then ~/.config/boitata/config.toml).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub(crate) config: Option<PathBuf>,
+    /// Where runs are stored (default: $BOITATA_DATA_DIR, then ~/.local/share/boitata).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub(crate) data_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Run the agent on a task (in-process, on the workspace).
+    Run(RunArgs),
+    /// Inspect stored runs.
+    Runs {
+        #[command(subcommand)]
+        command: RunsCommand,
+    },
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    /// What the agent should do.
+    pub(crate) task: String,
+    /// The workspace the agent works in (default: the current directory).
+    #[arg(long, short = 'w', value_name = "DIR")]
+    pub(crate) workspace: Option<PathBuf>,
+    /// Model provider: openai, anthropic or scripted (overrides config and BOITATA_PROVIDER).
+    #[arg(long, value_name = "PROVIDER")]
+    pub(crate) provider: Option<String>,
+    /// Model name (overrides config and BOITATA_MODEL).
+    #[arg(long, value_name = "MODEL")]
+    pub(crate) model: Option<String>,
+    /// For the scripted provider: the script file (overrides config and BOITATA_SCRIPT).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) script: Option<PathBuf>,
+    /// The most model requests the agent may make (overrides agent.max_turns).
+    #[arg(long, value_name = "N")]
+    pub(crate) max_turns: Option<u32>,
+    /// Print one JSON event per line on stdout instead of human progress.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum RunsCommand {
+    /// List recent runs, newest first.
+    List(RunsListArgs),
+    /// Show one run and its events.
+    Show(RunsShowArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RunsListArgs {
+    /// How many runs to list.
+    #[arg(long, default_value_t = 20)]
+    pub(crate) limit: usize,
+    /// Print a JSON array of runs.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RunsShowArgs {
+    /// The run id (or a unique prefix of it).
+    pub(crate) id: String,
+    /// Print `{"run": …, "events": […]}` as JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+}

@@ -1,0 +1,88 @@
+//! `boitata runs list` and `boitata runs show ID`.
+
+use std::io::Write;
+
+use boitata_core::store::RunRecord;
+
+use crate::args::{GlobalArgs, RunsListArgs, RunsShowArgs};
+use crate::error::CliError;
+use crate::render::Renderer;
+use crate::session;
+
+pub(crate) fn list(global: &GlobalArgs, args: RunsListArgs) -> Result<u8, CliError> {
+    let config = session::load_config(global)?;
+    let store = session::open_store(&config)?;
+    let runs = store.list_runs(args.limit).map_err(CliError::failed)?;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let text = serde_json::to_string_pretty(&runs).map_err(CliError::failed)?;
+        let _ = writeln!(out, "{text}");
+        return Ok(0);
+    }
+    if runs.is_empty() {
+        let _ = writeln!(out, "no runs yet (start one with `boitata run TASK`)");
+        return Ok(0);
+    }
+    let _ = writeln!(out, "{:<36}  {:<9}  {:<20}  {:<22}  TASK", "ID", "STATUS", "CREATED", "BLUEPRINT");
+    for run in &runs {
+        let _ = writeln!(
+            out,
+            "{:<36}  {:<9}  {:<20}  {:<22}  {}",
+            run.id,
+            run.status.as_str(),
+            run.created_at.format("%Y-%m-%d %H:%M:%S"),
+            run.blueprint.as_deref().unwrap_or("-"),
+            one_line(&run.task, 60),
+        );
+    }
+    Ok(0)
+}
+
+pub(crate) fn show(global: &GlobalArgs, args: RunsShowArgs) -> Result<u8, CliError> {
+    let config = session::load_config(global)?;
+    let store = session::open_store(&config)?;
+    let run = store.find_run(&args.id).map_err(CliError::failed)?;
+    let events = store.events(&run.id, 0).map_err(CliError::failed)?;
+    if args.json {
+        let value = serde_json::json!({ "run": run, "events": events });
+        let text = serde_json::to_string_pretty(&value).map_err(CliError::failed)?;
+        let _ = writeln!(std::io::stdout().lock(), "{text}");
+        return Ok(0);
+    }
+    print_header(&run);
+    let renderer = Renderer::to_stdout();
+    for event in &events {
+        boitata_core::EventSink::accept(&renderer, event).map_err(CliError::failed)?;
+    }
+    Ok(0)
+}
+
+fn print_header(run: &RunRecord) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "run       {}", run.id);
+    let _ = writeln!(out, "status    {}", run.status);
+    if let Some(b) = &run.blueprint {
+        let _ = writeln!(out, "blueprint {b}");
+    }
+    let _ = writeln!(out, "task      {}", one_line(&run.task, 200));
+    if let Some(w) = &run.workspace {
+        let _ = writeln!(out, "workspace {w}");
+    }
+    let _ = writeln!(out, "created   {}", run.created_at.to_rfc3339());
+    if let Some(f) = run.finished_at {
+        let _ = writeln!(out, "finished  {}", f.to_rfc3339());
+    }
+    if let Some(e) = &run.error {
+        let _ = writeln!(out, "error     {e}");
+    }
+    let _ = writeln!(out);
+}
+
+fn one_line(text: &str, max_chars: usize) -> String {
+    let line = text.lines().next().unwrap_or("");
+    let mut out: String = line.chars().take(max_chars).collect();
+    if line.chars().count() > max_chars || text.lines().count() > 1 {
+        out.push('…');
+    }
+    out
+}

@@ -1,0 +1,2 @@
+//! The CLI's integration tests, compiled as one binary.
+mod suite;

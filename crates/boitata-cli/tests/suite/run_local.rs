@@ -1,0 +1,236 @@
+//! `boitata run` end to end through the built binary, with the scripted provider on a
+//! real git repository in a temp dir.
+
+use std::path::Path;
+use std::process::Command as StdCommand;
+
+use assert_cmd::Command;
+use boitata_core::{Event, EventPayload, RunStatus};
+use boitata_test_support::repo::TempRepo;
+
+fn boitata(data_dir: &Path) -> Command {
+    let mut cmd = Command::cargo_bin("boitata").unwrap();
+    cmd.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", data_dir)
+        .env("BOITATA_DATA_DIR", data_dir);
+    cmd
+}
+
+fn write_script(dir: &Path) -> std::path::PathBuf {
+    let script = serde_json::json!({
+        "turns": [
+            { "text": "Writing notes.", "tool_calls": [
+                { "name": "file_write", "arguments": { "path": "docs/NOTES.md", "content": "hello wrold\n" } } ] },
+            { "tool_calls": [
+                { "name": "file_edit", "arguments": { "path": "docs/NOTES.md", "old_string": "wrold", "new_string": "world" } } ] },
+            { "tool_calls": [
+                { "name": "execute_command", "arguments": { "command": "cat docs/NOTES.md && echo done-marker" } } ] },
+            { "tool_calls": [
+                { "name": "git_commit", "arguments": { "message": "Add notes", "all": true } } ] },
+            { "text": "Added docs/NOTES.md and committed it." }
+        ]
+    });
+    let path = dir.join("script.json");
+    std::fs::write(&path, serde_json::to_vec_pretty(&script).unwrap()).unwrap();
+    path
+}
+
+#[test]
+fn scripted_run_writes_edits_runs_and_commits_and_records_every_event() {
+    let repo = TempRepo::new();
+    let data = tempfile::tempdir().unwrap();
+    let script = write_script(data.path());
+
+    let output = boitata(data.path())
+        .args(["run", "add notes", "--json", "--provider", "scripted", "--workspace"])
+        .arg(repo.path())
+        .arg("--script")
+        .arg(&script)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "stderr: {}", String::from_utf8_lossy(&output.stderr));
+
+    // The commit exists, with the edited file.
+    let log = StdCommand::new("git")
+        .args(["log", "--format=%s", "-n", "1"])
+        .current_dir(repo.path())
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&log.stdout).trim(), "Add notes");
+    let shown = StdCommand::new("git")
+        .args(["show", "HEAD:docs/NOTES.md"])
+        .current_dir(repo.path())
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&shown.stdout), "hello world\n");
+
+    // --json: every line is an Event; seq dense from 1; run_started first, run_finished last.
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    let events: Vec<Event> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not an event: {l}: {e}")))
+        .collect();
+    assert!(events.len() >= 10, "{stdout}");
+    for (i, e) in events.iter().enumerate() {
+        assert_eq!(e.seq, i as u64 + 1);
+    }
+    assert!(matches!(&events[0].payload, EventPayload::RunStarted { provider: Some(p), .. } if p == "scripted"));
+    assert!(matches!(
+        events.last().unwrap().payload,
+        EventPayload::RunFinished { status: RunStatus::Succeeded, .. }
+    ));
+    let tools: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match &e.payload {
+            EventPayload::ToolCall { tool, .. } => Some(tool.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(tools, ["file_write", "file_edit", "execute_command", "git_commit"]);
+    let command_output = events.iter().find_map(|e| match &e.payload {
+        EventPayload::ToolResult { tool, output, ok: true, .. } if tool == "execute_command" => Some(output.clone()),
+        _ => None,
+    });
+    assert!(command_output.unwrap().contains("hello world"));
+
+    // The run and the same events are in the store.
+    let run_id = &events[0].run_id;
+    let shown = boitata(data.path())
+        .args(["runs", "show", run_id, "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(shown.status.code(), Some(0));
+    let value: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(value["run"]["status"], "succeeded");
+    let stored: Vec<Event> = serde_json::from_value(value["events"].clone()).unwrap();
+    assert_eq!(stored, events);
+
+    let listed = boitata(data.path()).args(["runs", "list"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&listed.stdout).contains(run_id.as_str()));
+}
+
+#[test]
+fn human_output_says_scripted_and_prints_the_final_message_on_stdout() {
+    let repo = TempRepo::new();
+    let data = tempfile::tempdir().unwrap();
+    let script = write_script(data.path());
+    let output = boitata(data.path())
+        .args(["run", "add notes", "--provider", "scripted", "--workspace"])
+        .arg(repo.path())
+        .arg("--script")
+        .arg(&script)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).trim(),
+        "Added docs/NOTES.md and committed it."
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("scripted provider"), "{stderr}");
+    assert!(stderr.contains("→ file_write docs/NOTES.md"), "{stderr}");
+}
+
+#[test]
+fn openai_without_a_key_is_one_clear_line_and_exit_2() {
+    let repo = TempRepo::new();
+    let data = tempfile::tempdir().unwrap();
+    let output = boitata(data.path())
+        .args(["run", "anything", "--provider", "openai", "--workspace"])
+        .arg(repo.path())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("OPENAI_API_KEY"), "{stderr}");
+}
+
+#[test]
+fn a_script_that_runs_out_fails_the_run_with_exit_1() {
+    let repo = TempRepo::new();
+    let data = tempfile::tempdir().unwrap();
+    let script = data.path().join("short.json");
+    std::fs::write(
+        &script,
+        r#"{"turns":[{"tool_calls":[{"name":"list_dir","arguments":{}}]}]}"#,
+    )
+    .unwrap();
+    let output = boitata(data.path())
+        .args(["run", "x", "--json", "--provider", "scripted", "--workspace"])
+        .arg(repo.path())
+        .arg("--script")
+        .arg(&script)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let last = String::from_utf8_lossy(&output.stdout).lines().last().unwrap().to_owned();
+    let event: Event = serde_json::from_str(&last).unwrap();
+    assert!(matches!(event.payload, EventPayload::RunFinished { status: RunStatus::Failed, error: Some(_) }));
+}
+
+#[test]
+fn ctrl_c_during_a_long_command_cancels_the_run_kills_the_command_and_exits_130() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+
+    let repo = TempRepo::new();
+    let data = tempfile::tempdir().unwrap();
+    let marker = format!("sleep 1000.{}", std::process::id());
+    let script = data.path().join("sleep.json");
+    std::fs::write(
+        &script,
+        serde_json::json!({ "turns": [
+            { "tool_calls": [ { "name": "execute_command",
+                "arguments": { "command": marker.clone() } } ] },
+            { "text": "never reached" }
+        ]})
+        .to_string(),
+    )
+    .unwrap();
+    let mut child = StdCommand::new(assert_cmd::cargo::cargo_bin("boitata"))
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", data.path())
+        .env("BOITATA_DATA_DIR", data.path())
+        .args(["run", "sleep", "--json", "--provider", "scripted", "--workspace"])
+        .arg(repo.path())
+        .arg("--script")
+        .arg(&script)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        let event: Event = serde_json::from_str(&line).unwrap();
+        let is_call = matches!(event.payload, EventPayload::ToolCall { .. });
+        seen.push(event);
+        if is_call {
+            break;
+        }
+    }
+    // Give the command a moment to start, then Ctrl-C.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGINT).unwrap();
+    for line in lines {
+        seen.push(serde_json::from_str(&line.unwrap()).unwrap());
+    }
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    assert!(matches!(
+        seen.last().unwrap().payload,
+        EventPayload::RunFinished { status: RunStatus::Cancelled, .. }
+    ));
+    let survivors = StdCommand::new("pgrep").args(["-f", &marker]).output().unwrap();
+    assert!(survivors.stdout.is_empty(), "left running: {}", String::from_utf8_lossy(&survivors.stdout));
+    let shown = boitata(data.path())
+        .args(["runs", "show", &seen[0].run_id, "--json"])
+        .output()
+        .unwrap();
+    let value: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(value["run"]["status"], "cancelled");
+}
