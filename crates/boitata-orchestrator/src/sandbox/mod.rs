@@ -35,6 +35,10 @@ pub const CREATED_BY: &str = "boitata";
 /// Label holding the process id of the Boitata process that provisioned a sandbox, so
 /// the reaper can tell a run left `running` by a killed process from a live one.
 pub const LABEL_PID: &str = "boitata.pid";
+/// Label holding the start time (in clock ticks since boot, as `/proc/PID/stat`
+/// gives it) of the process in [`LABEL_PID`], so that a reused pid is not taken for
+/// the owner.
+pub const LABEL_PID_START: &str = "boitata.pid_start";
 /// Label holding the host name of the machine whose process provisioned a sandbox
 /// ([`LABEL_PID`] only means something there).
 pub const LABEL_HOST: &str = "boitata.host";
