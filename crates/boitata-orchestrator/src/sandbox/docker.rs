@@ -12,9 +12,9 @@
 //!   published on `127.0.0.1` only.
 //! - **Exec**: `POST /containers/{id}/exec` + `/exec/{id}/start` (attached, no TTY, no
 //!   stdin), exit code from `GET /exec/{id}/json`. Each exec carries
-//!   [`EXEC_MARKER_ENV`]; at a timeout a second exec kills every process in the
-//!   container whose environment holds that marker, so children that left the
-//!   process group are found too.
+//!   [`EXEC_MARKER_ENV`]; at a timeout or cancellation a second exec kills every
+//!   process in the container whose environment holds that marker, so children that
+//!   left the process group (`setsid`) are found too.
 //! - **Upload**: `PUT /containers/{id}/archive` (a tar stream); never a bind mount.
 
 use std::collections::{BTreeMap, HashMap};
