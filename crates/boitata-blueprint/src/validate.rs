@@ -795,7 +795,11 @@ impl Checker<'_> {
             );
             return None;
         };
-        let Some(entry) = value.as_str() else {
+        let entry_text = match &value.value {
+            Value::Int(i) => Some(i.to_string()),
+            _ => value.as_str().map(str::to_owned),
+        };
+        let Some(entry) = entry_text.as_deref() else {
             self.out.error(
                 value.span,
                 "not a node id",

@@ -68,7 +68,7 @@ impl LocalRun {
     ) -> Result<LocalRun, CliError> {
         new.owner_pid = Some(std::process::id());
         let record = store.create_run(&new).map_err(CliError::usage)?;
-        let emitter = Emitter::new(record.id.clone(), Some(store), redactor);
+        let emitter = Emitter::new(record.id, Some(store), redactor);
         let renderer = Arc::new(Renderer::new(json));
         emitter.observe(renderer.clone());
         let cancel = CancellationToken::new();

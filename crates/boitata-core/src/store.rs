@@ -555,7 +555,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Arc::new(RunStore::open(dir.path()).unwrap());
         let run = store.create_run(&NewRun::default()).unwrap();
-        let emitter = Emitter::new(run.id.clone(), Some(store.clone()), Redactor::default());
+        let emitter = Emitter::new(run.id, Some(store.clone()), Redactor::default());
         emitter
             .emit(None, EventPayload::AgentMessage { text: "x".into() })
             .unwrap();
@@ -564,7 +564,7 @@ mod tests {
             .unwrap_err();
         assert!(err.to_string().contains("append-only"), "{err}");
         // An emitter for an unknown run cannot record, so it must not number the event.
-        let orphan = Emitter::new("no-such-run", Some(store.clone()), Redactor::default());
+        let orphan = Emitter::new("no-such-run", Some(store), Redactor::default());
         assert!(orphan
             .emit(None, EventPayload::AgentMessage { text: "x".into() })
             .is_err());

@@ -228,7 +228,7 @@ fn ctrl_c_during_a_long_command_cancels_the_run_kills_the_command_and_exits_130(
         &script,
         serde_json::json!({ "turns": [
             { "tool_calls": [ { "name": "execute_command",
-                "arguments": { "command": marker.clone() } } ] },
+                "arguments": { "command": marker } } ] },
             { "text": "never reached" }
         ]})
         .to_string(),
