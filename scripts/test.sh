@@ -21,4 +21,9 @@ if ! command -v cargo-nextest >/dev/null; then
   cargo install --locked cargo-nextest
 fi
 
+# boitata-agent's interoperability tests drive it with the official ACP Python SDK,
+# installed into target/acp-py-venv (needs python3-venv; the script installs it).
+scripts/setup-acp-python.sh ||
+  echo "warning: no ACP Python SDK venv: the interop tests skip locally and fail under CI=true" >&2
+
 cargo nextest run --workspace --no-fail-fast "$@"
