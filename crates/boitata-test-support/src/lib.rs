@@ -2,6 +2,8 @@
 //! fake model servers, Docker fixtures. Test code only: helpers panic on failure.
 //!
 //! - [`repo`]: real git repositories in temp dirs.
+//! - [`docker`]: Docker fixtures (skip locally / fail under `CI=true` without a
+//!   daemon, the base image, cleanup of a run's containers by label).
 //! - [`FakeModel`]: a real HTTP server ([`wiremock`]) standing in for a model API. Queue
 //!   responses, point a provider's `base_url` at it, then read back what was sent.
 //! - [`openai`] and [`anthropic`]: small builders for each API's streamed events, so a
@@ -34,6 +36,7 @@
 )]
 
 pub mod anthropic;
+pub mod docker;
 mod fake_model;
 pub mod openai;
 pub mod repo;
