@@ -9,7 +9,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
 cargo build --quiet --bin boitata
-boitata="$root/target/debug/boitata"
+boitata="${CARGO_TARGET_DIR:-$root/target}/debug/boitata"
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/boitata-demo.XXXXXX")"
 cp -R examples/projects/wordcount/. "$work/"

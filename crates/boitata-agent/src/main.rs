@@ -41,13 +41,14 @@ const SCRUBBED_VARIABLES: &[&str] = &[
 /// Boitata's agent, served over the Agent Client Protocol.
 #[derive(Debug, Parser)]
 #[command(name = "boitata-agent", version, about)]
+#[command(group(clap::ArgGroup::new("transport").required(true).args(["addr", "stdio"])))]
 struct Args {
     /// Serve ACP over TCP on HOST:PORT (port 0 picks a free one; the address is logged).
-    #[arg(long, value_name = "HOST:PORT", required_unless_present = "stdio")]
+    #[arg(long, value_name = "HOST:PORT")]
     addr: Option<String>,
 
     /// Serve ACP over stdin and stdout (for editors and other ACP clients).
-    #[arg(long, conflicts_with = "addr")]
+    #[arg(long)]
     stdio: bool,
 
     /// The workspace root: sessions must work in it or beneath it [default: the current directory].

@@ -27,7 +27,7 @@ pub(crate) struct GlobalArgs {
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
-    /// Run the agent on a task (in-process, on the workspace).
+    /// Run a task: the in-process agent on a workspace, or a blueprint (--blueprint).
     Run(RunArgs),
     /// Inspect stored runs.
     Runs {
@@ -92,7 +92,8 @@ pub(crate) struct BlueprintGraphArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct RunArgs {
-    /// What the agent should do.
+    /// What the agent should do (`{task}` in a blueprint).
+    #[arg(value_parser = clap::builder::NonEmptyStringValueParser::new())]
     pub(crate) task: String,
     /// The workspace the agent works in (default: the current directory).
     #[arg(long, short = 'w', value_name = "DIR")]
@@ -136,8 +137,8 @@ pub(crate) enum RunsCommand {
 #[derive(Debug, Args)]
 pub(crate) struct RunsListArgs {
     /// How many runs to list.
-    #[arg(long, default_value_t = 20)]
-    pub(crate) limit: usize,
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) limit: u32,
     /// Print a JSON array of runs.
     #[arg(long)]
     pub(crate) json: bool,

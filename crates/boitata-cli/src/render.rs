@@ -182,7 +182,14 @@ impl Renderer {
             EventPayload::ToolResult { ok, output, .. } => {
                 let first = output.lines().next().unwrap_or("");
                 let first: String = first.chars().take(120).collect();
-                if *ok {
+                let exit = output
+                    .rsplit_once("[exit code: ")
+                    .and_then(|(_, rest)| rest.strip_suffix(']'))
+                    .and_then(|code| code.parse::<i64>().ok())
+                    .filter(|code| *code != 0);
+                if let Some(code) = exit {
+                    self.line(&format!("    ⚠ exit {code} ({} bytes)", output.len()));
+                } else if *ok {
                     self.line(&format!("    ✓ {} bytes", output.len()));
                 } else {
                     self.line(&format!("    ✗ {first}"));

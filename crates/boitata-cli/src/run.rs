@@ -27,8 +27,7 @@ pub(crate) async fn run(global: &GlobalArgs, args: RunArgs) -> Result<u8, CliErr
         None => std::env::current_dir()
             .map_err(|e| CliError::usage(format!("cannot read the current directory: {e}")))?,
     };
-    let workspace = Workspace::open(&workspace_dir)
-        .map_err(|e| CliError::usage(format!("workspace {}: {e}", workspace_dir.display())))?;
+    let workspace = Workspace::open(&workspace_dir).map_err(CliError::usage)?;
     let runtime = Runtime::from_config(config, &ProcessEnv).map_err(CliError::usage)?;
     let store = session::open_store(runtime.config())?;
     let workspace_text = workspace.root().display().to_string();

@@ -2,7 +2,10 @@
 
 use std::io::Write;
 
-use boitata_core::store::RunRecord;
+use std::sync::Arc;
+
+use boitata_core::store::{RunRecord, RunStore, StoreError};
+use boitata_core::{Emitter, EventPayload, Redactor, RunStatus};
 
 use crate::args::{GlobalArgs, RunsListArgs, RunsShowArgs};
 use crate::error::CliError;
@@ -11,8 +14,13 @@ use crate::session;
 
 pub(crate) fn list(global: &GlobalArgs, args: RunsListArgs) -> Result<u8, CliError> {
     let config = session::load_config(global)?;
-    let store = session::open_store(&config)?;
-    let runs = store.list_runs(args.limit).map_err(CliError::failed)?;
+    // A read command does not create a store that is not there.
+    let runs = match session::open_existing_store(&config)? {
+        Some(store) => store
+            .list_runs(args.limit as usize)
+            .map_err(CliError::failed)?,
+        None => Vec::new(),
+    };
     let mut out = std::io::stdout().lock();
     if args.json {
         let text = serde_json::to_string_pretty(&runs).map_err(CliError::failed)?;
@@ -44,7 +52,9 @@ pub(crate) fn list(global: &GlobalArgs, args: RunsListArgs) -> Result<u8, CliErr
 
 pub(crate) fn show(global: &GlobalArgs, args: RunsShowArgs) -> Result<u8, CliError> {
     let config = session::load_config(global)?;
-    let store = session::open_store(&config)?;
+    let Some(store) = session::open_existing_store(&config)? else {
+        return Err(CliError::failed(StoreError::NotFound(args.id)));
+    };
     let run = store.find_run(&args.id).map_err(CliError::failed)?;
     let events = store.events(&run.id, 0).map_err(CliError::failed)?;
     if args.json {
@@ -89,4 +99,37 @@ fn one_line(text: &str, max_chars: usize) -> String {
         out.push('…');
     }
     out
+}
+
+/// Runs the store says are live whose owner process has ended (a SIGKILL, a crash,
+/// a power cut): each gets a `run_finished` event, failed (interrupted), so it stops
+/// looking `running` forever. Returns the runs it marked.
+pub(crate) fn mark_interrupted_runs(store: &Arc<RunStore>) -> Result<Vec<RunRecord>, CliError> {
+    let mut marked = Vec::new();
+    for run in store.live_runs().map_err(CliError::failed)? {
+        let Some(pid) = run.owner_pid else { continue };
+        if pid == std::process::id() || boitata_orchestrator::process::alive(pid, None) {
+            continue;
+        }
+        let next = store.last_seq(&run.id).map_err(CliError::failed)? + 1;
+        let emitter = Emitter::resuming(
+            run.id.clone(),
+            next,
+            Some(store.clone()),
+            Redactor::default(),
+        );
+        emitter
+            .emit(
+                None,
+                EventPayload::RunFinished {
+                    status: RunStatus::Failed,
+                    error: Some(format!(
+                        "interrupted: the process that ran it (pid {pid}) ended before the run finished"
+                    )),
+                },
+            )
+            .map_err(CliError::failed)?;
+        marked.push(run);
+    }
+    Ok(marked)
 }

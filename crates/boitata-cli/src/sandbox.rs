@@ -195,6 +195,17 @@ pub(crate) async fn gc(global: &GlobalArgs, args: SandboxGcArgs) -> Result<u8, C
             }
         }
     }
+    if !args.dry_run {
+        let config = session::load_config(global)?;
+        let store = session::open_store(&config)?;
+        for run in crate::runs::mark_interrupted_runs(&store)? {
+            let _ = writeln!(
+                out,
+                "marked run {} failed (interrupted: its process is gone)",
+                run.id
+            );
+        }
+    }
     let verb = if args.dry_run {
         "would remove"
     } else {

@@ -32,6 +32,9 @@ pub(crate) fn override_provider(
 ) -> Result<(), CliError> {
     if let Some(kind) = provider {
         config.provider.kind = ProviderKind::parse(kind).map_err(CliError::usage)?;
+    } else if script.is_some() {
+        // A script only makes sense for the scripted provider.
+        config.provider.kind = ProviderKind::Scripted;
     }
     if let Some(model) = model {
         config.provider.model = Some(model.to_owned());
@@ -47,6 +50,19 @@ pub(crate) fn override_provider(
 pub(crate) fn open_store(config: &Config) -> Result<Arc<RunStore>, CliError> {
     RunStore::open(&config.data_dir_or_default())
         .map(Arc::new)
+        .map_err(CliError::usage)
+}
+
+/// Opens the run store only if it exists (for read-only commands).
+pub(crate) fn open_existing_store(config: &Config) -> Result<Option<Arc<RunStore>>, CliError> {
+    let path = config
+        .data_dir_or_default()
+        .join(boitata_core::store::DB_FILE);
+    if !path.exists() {
+        return Ok(None);
+    }
+    RunStore::open_file(&path)
+        .map(|s| Some(Arc::new(s)))
         .map_err(CliError::usage)
 }
 

@@ -261,26 +261,35 @@ impl RunStore {
     /// # Errors
     /// [`StoreError::NotFound`], [`StoreError::Ambiguous`].
     pub fn find_run(&self, id_or_prefix: &str) -> Result<RunRecord, StoreError> {
+        if id_or_prefix.is_empty() {
+            return Err(StoreError::NotFound(String::new()));
+        }
         if let Ok(run) = self.run(id_or_prefix) {
             return Ok(run);
         }
-        let pattern = format!("{}%", id_or_prefix.replace(['%', '_'], ""));
-        let rows = self.with_conn(|c| {
-            let mut stmt = c.prepare(&format!(
-                "SELECT {RUN_COLUMNS} FROM runs WHERE id LIKE ?1 LIMIT 2"
-            ))?;
-            let rows = stmt.query_map(params![pattern], RawRun::from_row)?;
-            rows.collect::<rusqlite::Result<Vec<_>>>()
+        // Compare the prefix as text (no LIKE: `%` and `_` are plain characters here).
+        let len = id_or_prefix.chars().count() as i64;
+        let (count, first) = self.with_conn(|c| {
+            let count: i64 = c.query_row(
+                "SELECT COUNT(*) FROM runs WHERE substr(id, 1, ?2) = ?1",
+                params![id_or_prefix, len],
+                |r| r.get(0),
+            )?;
+            let first = c
+                .query_row(
+                    &format!("SELECT {RUN_COLUMNS} FROM runs WHERE substr(id, 1, ?2) = ?1 LIMIT 1"),
+                    params![id_or_prefix, len],
+                    RawRun::from_row,
+                )
+                .optional()?;
+            Ok((count, first))
         })?;
-        match rows.len() {
-            0 => Err(StoreError::NotFound(id_or_prefix.to_owned())),
-            1 => rows.into_iter().next().map_or_else(
-                || Err(StoreError::NotFound(id_or_prefix.to_owned())),
-                |r| r.decode(&self.path),
-            ),
-            count => Err(StoreError::Ambiguous {
+        match (count, first) {
+            (1, Some(run)) => run.decode(&self.path),
+            (0, _) | (_, None) => Err(StoreError::NotFound(id_or_prefix.to_owned())),
+            (count, _) => Err(StoreError::Ambiguous {
                 prefix: id_or_prefix.to_owned(),
-                count,
+                count: count as usize,
             }),
         }
     }

@@ -300,3 +300,68 @@ fn ctrl_c_during_a_long_command_cancels_the_run_kills_the_command_and_exits_130(
     let value: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap();
     assert_eq!(value["run"]["status"], "cancelled");
 }
+
+#[test]
+fn script_alone_selects_the_scripted_provider_and_failed_commands_show_their_exit_code() {
+    let repo = TempRepo::new();
+    let data = tempfile::tempdir().unwrap();
+    let script = data.path().join("fail.json");
+    std::fs::write(
+        &script,
+        r#"{"turns":[{"tool_calls":[{"name":"execute_command","arguments":{"command":"echo boom; exit 3"}}]},{"text":"saw it fail"}]}"#,
+    )
+    .unwrap();
+    let output = boitata(data.path())
+        .args(["run", "x", "--workspace"])
+        .arg(repo.path())
+        .arg("--script")
+        .arg(&script)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("⚠ exit 3"), "{stderr}");
+}
+
+#[test]
+fn runs_show_takes_prefixes_literally_and_read_commands_create_no_store() {
+    let data = tempfile::tempdir().unwrap();
+    let store_dir = data.path().join("never-created");
+    let listed = boitata(&store_dir).args(["runs", "list"]).output().unwrap();
+    assert_eq!(listed.status.code(), Some(0));
+    assert!(
+        !store_dir.join("boitata.db").exists(),
+        "a read command created the store"
+    );
+
+    // Two runs, then prefixes that SQL LIKE would treat as wildcards.
+    let repo = TempRepo::new();
+    let script = data.path().join("s.json");
+    std::fs::write(&script, r#"{"turns":[{"text":"hi"}]}"#).unwrap();
+    for _ in 0..2 {
+        let out = boitata(data.path())
+            .args(["run", "x", "--workspace"])
+            .arg(repo.path())
+            .arg("--script")
+            .arg(&script)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0));
+    }
+    for prefix in ["%", "_", "", "'"] {
+        let out = boitata(data.path())
+            .args(["runs", "show", prefix])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{prefix:?}: {stderr}");
+        assert!(stderr.contains("no run"), "{prefix:?}: {stderr}");
+    }
+    // Both ids share their leading characters (UUID v7 time prefix).
+    let out = boitata(data.path())
+        .args(["runs", "show", "0"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("ambiguous: matches 2 runs"), "{stderr}");
+}

@@ -269,7 +269,29 @@ fn after_a_sigkill_mid_run_sandbox_gc_leaves_none() {
     );
     let text = String::from_utf8_lossy(&gc.stdout);
     assert!(text.contains(&format!("(run {run_id})")), "{text}");
+    assert!(
+        text.contains(&format!("marked run {run_id} failed (interrupted")),
+        "{text}"
+    );
     assert_eq!(scope.containers(), Vec::<String>::new());
+
+    // The run no longer looks live: gc recorded how it ended.
+    let shown = home
+        .boitata()
+        .args(["runs", "show", &run_id, "--json"])
+        .output()
+        .unwrap();
+    let shown: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(shown["run"]["status"], "failed");
+    let error = shown["run"]["error"].as_str().unwrap();
+    assert!(error.starts_with("interrupted"), "{error}");
+    let events = shown["events"].as_array().unwrap();
+    assert_eq!(events.last().unwrap()["type"], "run_finished");
+    assert_eq!(
+        events.last().unwrap()["seq"].as_u64().unwrap(),
+        events.len() as u64,
+        "seq stays dense"
+    );
 }
 
 #[test]

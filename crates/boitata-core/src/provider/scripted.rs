@@ -156,7 +156,8 @@ impl Scripted {
     pub fn from_config(config: &ProviderConfig) -> Result<Self, ProviderError> {
         let path = config.script.as_deref().ok_or_else(|| {
             ProviderError::Script(
-                "no script file: set provider.script in the config or BOITATA_SCRIPT".to_owned(),
+                "no script file: pass --script FILE, or set provider.script in the config or BOITATA_SCRIPT"
+                    .to_owned(),
             )
         })?;
         Scripted::load(path)
