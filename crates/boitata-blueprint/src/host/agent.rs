@@ -1,0 +1,50 @@
+//! `agent`: the in-process agent, working on the host workspace.
+
+use async_trait::async_trait;
+use boitata_core::agent::AgentStop;
+use boitata_core::workspace::Workspace;
+
+use crate::model::{Node, NodeSpec};
+use crate::node::{NodeContext, NodeError, NodeHandler, NodeOutcome};
+
+/// Runs `agent` nodes: the agent built by the run's
+/// [`Runtime`](boitata_core::runtime::Runtime) (built on first use, so a blueprint
+/// without agent nodes needs no API key), prompted with the node's `prompt`, limited to
+/// its `max_turns` (default: the config's). Output: the agent's final message; outcome:
+/// success iff it ended its turn (running out of turns is a failure).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HostAgent;
+
+#[async_trait]
+impl NodeHandler for HostAgent {
+    async fn run(&self, node: &Node, ctx: &NodeContext) -> Result<NodeOutcome, NodeError> {
+        let NodeSpec::Agent(spec) = &node.spec else {
+            return Err(NodeError::Invalid(format!(
+                "node {:?}: the host agent cannot run a {} node",
+                node.id,
+                node.node_type()
+            )));
+        };
+        let runtime = ctx.runtime()?;
+        let workspace = Workspace::open(ctx.workspace()).map_err(NodeError::other)?;
+        let mut agent = runtime.agent();
+        if let Some(max_turns) = spec.max_turns {
+            agent = agent.with_max_turns(max_turns);
+        }
+        let outcome = agent
+            .run(
+                &spec.prompt,
+                &workspace,
+                ctx.emitter(),
+                Some(ctx.node_id()),
+                ctx.cancel(),
+            )
+            .await?;
+        Ok(match outcome.stop {
+            AgentStop::EndTurn => NodeOutcome::success(outcome.final_message),
+            AgentStop::MaxTurns | AgentStop::Cancelled => {
+                NodeOutcome::failure(outcome.final_message)
+            }
+        })
+    }
+}

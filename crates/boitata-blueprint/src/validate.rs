@@ -1,0 +1,981 @@
+//! Validation: from YAML text to a [`Blueprint`], or every problem at once.
+//!
+//! [`parse`] checks, and reports together with file, line and column: YAML syntax
+//! (and the size and alias budgets), duplicate keys (naming both lines), unknown and
+//! missing fields of the blueprint, its params, nodes and edges, the blueprint name,
+//! node ids, unknown node types, field values (durations, limits, memory sizes), edges
+//! from or to unknown nodes and out of `END`, bad `when`, a missing or unknown
+//! `entry`, placeholders that name nothing, and, as warnings, nodes the walk can
+//! never reach. Each message names the node or edge and says how to fix it.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::diagnostic::{At, Collector, Diagnostics};
+use crate::model::{
+    duration, scalar, AgentSandboxSpec, AgentSpec, Blueprint, CheckoutSpec, Edge, ExecSpec, Node,
+    NodeSpec, NodeType, Param, ProvisionSpec, When, COMMON_FIELDS, DEFAULT_MAX_STEPS,
+    DEFAULT_MAX_VISITS, END,
+};
+use crate::suggest::did_you_mean;
+use crate::template::{self, Piece, Reference};
+use crate::yaml::{self, Key, Mapping, Span, Value, Yaml};
+
+/// A blueprint that passed validation, and the warnings it raised.
+#[derive(Debug, Clone)]
+pub struct Validated {
+    /// The blueprint.
+    pub blueprint: Blueprint,
+    /// Warnings (unreachable nodes); may be empty.
+    pub warnings: Diagnostics,
+}
+
+/// The fields of a blueprint file's top level.
+pub const BLUEPRINT_FIELDS: &[&str] = &[
+    "name",
+    "description",
+    "entry",
+    "params",
+    "max_steps",
+    "nodes",
+    "edges",
+];
+
+/// The fields of an edge.
+pub const EDGE_FIELDS: &[&str] = &["from", "to", "when"];
+
+/// Node ids that would be ambiguous in placeholders or edges.
+const RESERVED_IDS: &[&str] = &[END, "task", "run", "params"];
+
+/// Parses and validates a blueprint. `file` names it in diagnostics.
+///
+/// # Errors
+/// [`Diagnostics`] holding every problem found (errors and warnings) when there is at
+/// least one error.
+pub fn parse(text: &str, file: &str) -> Result<Validated, Diagnostics> {
+    let mut out = Collector::new(file, text);
+    let blueprint = match yaml::read(text) {
+        Ok(tree) => Checker {
+            out: &mut out,
+            text,
+        }
+        .blueprint(&tree),
+        Err(e) => {
+            out.error(e.span, "here", format!("invalid YAML: {}", e.message));
+            None
+        }
+    };
+    match blueprint {
+        Some(blueprint) if !out.has_errors() => Ok(Validated {
+            blueprint,
+            warnings: out.finish(),
+        }),
+        _ => Err(out.finish()),
+    }
+}
+
+fn list(items: &[&str]) -> String {
+    items.join(", ")
+}
+
+fn is_blueprint_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+}
+
+fn is_id(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+fn is_env_name(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    bytes
+        .next()
+        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+/// The common fields of a node (everything but `type`).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CommonFields {
+    #[serde(default)]
+    description: Option<String>,
+    #[serde(default, deserialize_with = "duration::deserialize_optional")]
+    timeout: Option<Duration>,
+    #[serde(default)]
+    max_visits: Option<u32>,
+    #[serde(default, deserialize_with = "scalar::string_map")]
+    env: BTreeMap<String, String>,
+}
+
+/// Where each placeholder-bearing field of a node was written.
+type FieldSpans = HashMap<String, Option<Span>>;
+
+struct Checker<'a> {
+    out: &'a mut Collector,
+    text: &'a str,
+}
+
+impl Checker<'_> {
+    fn blueprint(&mut self, tree: &Yaml) -> Option<Blueprint> {
+        self.duplicates(tree);
+        let top = match &tree.value {
+            Value::Map(m) => m,
+            Value::Null => {
+                self.out.error(
+                    Some(Span::default()),
+                    "empty",
+                    "the file is empty: a blueprint needs name, entry, nodes and edges",
+                );
+                return None;
+            }
+            _ => {
+                self.out.error(
+                    tree.span,
+                    "not a mapping",
+                    format!(
+                        "a blueprint is a mapping with name, entry, nodes and edges, not {}",
+                        tree.kind()
+                    ),
+                );
+                return None;
+            }
+        };
+        let start = Some(Span::default());
+        let _ = self.unknown_fields(top, BLUEPRINT_FIELDS, "", "the blueprint");
+
+        // The node ids as written, even of nodes with problems, so that edges and
+        // placeholders are checked against what the author meant.
+        let node_keys: Vec<&Key> = match top.get("nodes").map(|n| &n.value) {
+            Some(Value::Map(m)) => m.entries.iter().map(|(k, _)| k).collect(),
+            _ => Vec::new(),
+        };
+        let node_ids: Vec<&str> = node_keys.iter().map(|k| k.text.as_str()).collect();
+
+        let name = match top.get("name") {
+            None => {
+                self.out.error(
+                    start,
+                    "here",
+                    "missing field \"name\": add `name: NAME` (lower-case letters, digits, _ and -)",
+                );
+                None
+            }
+            Some(value) => {
+                match value.as_str() {
+                    Some(name) if is_blueprint_name(name) => Some(name.to_owned()),
+                    Some(name) => {
+                        self.out.error(
+                        value.span,
+                        "invalid name",
+                        format!("name {name:?} is invalid: use lower-case letters, digits, _ and - only (e.g. {:?})", suggest_name(name)),
+                    );
+                        None
+                    }
+                    None => {
+                        self.out.error(
+                        value.span,
+                        "not a string",
+                        format!("name must be a string of lower-case letters, digits, _ and -, not {}", value.kind()),
+                    );
+                        None
+                    }
+                }
+            }
+        };
+        let description = self.typed::<Option<String>>(top.get("description"), "", "the blueprint");
+        let max_steps = self
+            .typed::<Option<u32>>(top.get("max_steps"), "", "the blueprint")
+            .flatten();
+        if max_steps == Some(0) {
+            self.out.error(
+                top.get("max_steps").and_then(|v| v.span),
+                "zero",
+                "max_steps must be at least 1 (the default is 100)",
+            );
+        }
+        let params = self.params(top.get("params"));
+        let nodes_and_spans = self.nodes(top, start);
+        let edges = self.edges(top.get("edges"), &node_ids);
+        let entry = self.entry(top, start, &node_ids);
+
+        let (nodes, spans): (Vec<Node>, Vec<FieldSpans>) = nodes_and_spans.into_iter().unzip();
+        if let Some(params) = &params {
+            for (node, spans) in nodes.iter().zip(&spans) {
+                self.placeholders(node, spans, params, &node_ids);
+            }
+        }
+        if let (Some(entry), Some(edges)) = (&entry, &edges) {
+            self.reachability(entry, edges, &node_keys);
+        }
+        Some(Blueprint {
+            name: name?,
+            description: description?,
+            entry: entry?,
+            params: params?,
+            max_steps: max_steps.unwrap_or(DEFAULT_MAX_STEPS),
+            nodes,
+            edges: edges?,
+        })
+    }
+
+    /// Reports every duplicate key in the tree, naming both lines.
+    fn duplicates(&mut self, tree: &Yaml) {
+        match &tree.value {
+            Value::Map(m) => {
+                for (first, again) in &m.duplicates {
+                    let line = self.out.line_of(first.span).unwrap_or(0);
+                    self.out.error(
+                        again.span,
+                        "written again here",
+                        format!(
+                            "duplicate key {:?}: it is first written on line {line}; remove one of the two",
+                            first.text
+                        ),
+                    );
+                    self.out.also(first.span, "first written here");
+                }
+                for (_, value) in &m.entries {
+                    self.duplicates(value);
+                }
+            }
+            Value::Seq(items) => {
+                for item in items {
+                    self.duplicates(item);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Reports each key of `map` not in `allowed`.
+    /// Returns false when there was one.
+    fn unknown_fields(
+        &mut self,
+        map: &Mapping,
+        allowed: &[&str],
+        context: &str,
+        what: &str,
+    ) -> bool {
+        let mut ok = true;
+        for (key, _) in &map.entries {
+            if !allowed.contains(&key.text.as_str()) {
+                ok = false;
+                self.out.error(
+                    key.span,
+                    "unknown field",
+                    format!(
+                        "{context}unknown field {:?} in {what} (fields: {}){}",
+                        key.text,
+                        list(allowed),
+                        did_you_mean(&key.text, allowed.iter().copied())
+                    ),
+                );
+            }
+        }
+        ok
+    }
+
+    /// Reads a typed value, reporting a located error if it does not fit.
+    fn typed<T: for<'de> Deserialize<'de> + Default>(
+        &mut self,
+        value: Option<&Yaml>,
+        context: &str,
+        what: &str,
+    ) -> Option<T> {
+        let Some(value) = value else {
+            return Some(T::default());
+        };
+        self.read(value, context, what)
+    }
+
+    fn read<T: for<'de> Deserialize<'de>>(
+        &mut self,
+        value: &Yaml,
+        context: &str,
+        what: &str,
+    ) -> Option<T> {
+        match T::deserialize(value) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                let span = e.span.or(value.span);
+                let field = if e.path.is_empty() {
+                    String::new()
+                } else {
+                    format!("field {:?}: ", e.path.join("."))
+                };
+                let what = if what.is_empty() {
+                    String::new()
+                } else {
+                    format!(" in {what}")
+                };
+                self.out.error(
+                    span,
+                    "here",
+                    format!("{context}{field}{}{what}", lower(&e.message)),
+                );
+                None
+            }
+        }
+    }
+
+    fn params(&mut self, value: Option<&Yaml>) -> Option<BTreeMap<String, Param>> {
+        let mut params = BTreeMap::new();
+        let Some(value) = value else {
+            return Some(params);
+        };
+        let map = match &value.value {
+            Value::Null => return Some(params),
+            Value::Map(m) => m,
+            _ => {
+                self.out.error(
+                    value.span,
+                    "not a mapping",
+                    format!(
+                        "params must be a mapping of names to {{ default, description }}, not {}",
+                        value.kind()
+                    ),
+                );
+                return None;
+            }
+        };
+        let mut ok = true;
+        for (key, param) in &map.entries {
+            if !is_id(&key.text) {
+                self.out.error(
+                    key.span,
+                    "invalid name",
+                    format!(
+                        "param {:?}: invalid name: use letters, digits, _ and - only",
+                        key.text
+                    ),
+                );
+                ok = false;
+                continue;
+            }
+            let context = format!("param {:?}: ", key.text);
+            let parsed = match &param.value {
+                Value::Null => Some(Param::default()),
+                Value::Map(_) => self.read::<Param>(param, &context, ""),
+                _ => {
+                    self.out.error(
+                        param.span,
+                        "not a mapping",
+                        format!(
+                            "param {:?}: expected a mapping such as {{ default: VALUE, description: TEXT }}, not {}",
+                            key.text,
+                            param.kind()
+                        ),
+                    );
+                    None
+                }
+            };
+            match parsed {
+                Some(p) => {
+                    params.insert(key.text.clone(), p);
+                }
+                None => ok = false,
+            }
+        }
+        ok.then_some(params)
+    }
+
+    fn nodes(&mut self, top: &Mapping, start: At) -> Vec<(Node, FieldSpans)> {
+        let mut nodes = Vec::new();
+        let map = match top.get("nodes") {
+            None => {
+                self.out.error(
+                    start,
+                    "here",
+                    "missing field \"nodes\": add `nodes:` with at least one node, e.g. `test: { type: exec, command: \"cargo test\" }`",
+                );
+                return nodes;
+            }
+            Some(value) => match &value.value {
+                Value::Map(m) if !m.entries.is_empty() => m,
+                Value::Map(_) | Value::Null => {
+                    self.out.error(
+                        value.span.or(top.key("nodes").and_then(|k| k.span)),
+                        "no nodes",
+                        "nodes is empty: add at least one node, e.g. `test: { type: exec, command: \"cargo test\" }`",
+                    );
+                    return nodes;
+                }
+                _ => {
+                    self.out.error(
+                        value.span,
+                        "not a mapping",
+                        format!(
+                            "nodes must be a mapping of node ids to nodes, not {}",
+                            value.kind()
+                        ),
+                    );
+                    return nodes;
+                }
+            },
+        };
+        for (key, value) in &map.entries {
+            if let Some(node) = self.node(key, value) {
+                nodes.push(node);
+            }
+        }
+        nodes
+    }
+
+    fn node(&mut self, key: &Key, value: &Yaml) -> Option<(Node, FieldSpans)> {
+        let id = key.text.as_str();
+        let mut ok = true;
+        if RESERVED_IDS.contains(&id) {
+            self.out.error(
+                key.span,
+                "reserved",
+                format!(
+                    "node id {id:?} is reserved ({}): rename the node",
+                    list(RESERVED_IDS)
+                ),
+            );
+            ok = false;
+        } else if !is_id(id) {
+            self.out.error(
+                key.span,
+                "invalid id",
+                format!("node id {id:?} is invalid: use letters, digits, _ and - only"),
+            );
+            ok = false;
+        }
+        let types: Vec<&str> = NodeType::ALL.iter().map(|t| t.as_str()).collect();
+        let Some(map) = value.as_map() else {
+            self.out.error(
+                value.span.or(key.span),
+                "not a mapping",
+                format!(
+                    "node {id:?}: expected a mapping such as {{ type: exec, command: \"make test\" }}, not {}",
+                    value.kind()
+                ),
+            );
+            return None;
+        };
+        let node_type = match map.get("type") {
+            None => {
+                self.out.error(
+                    key.span,
+                    "no type",
+                    format!(
+                        "node {id:?}: missing field \"type\" (types: {})",
+                        list(&types)
+                    ),
+                );
+                return None;
+            }
+            Some(t) => match t.as_str() {
+                Some(name) => match NodeType::parse(name) {
+                    Some(node_type) => node_type,
+                    None => {
+                        self.out.error(
+                            t.span,
+                            "unknown type",
+                            format!(
+                                "node {id:?}: unknown type {name:?} (types: {}){}",
+                                list(&types),
+                                did_you_mean(name, types.iter().copied())
+                            ),
+                        );
+                        return None;
+                    }
+                },
+                None => {
+                    self.out.error(
+                        t.span,
+                        "not a string",
+                        format!(
+                            "node {id:?}: type must be one of {}, not {}",
+                            list(&types),
+                            t.kind()
+                        ),
+                    );
+                    return None;
+                }
+            },
+        };
+        let allowed: Vec<&str> = node_type
+            .fields()
+            .iter()
+            .chain(COMMON_FIELDS)
+            .copied()
+            .collect();
+        for (field, _) in &map.entries {
+            if !allowed.contains(&field.text.as_str()) {
+                self.out.error(
+                    field.span,
+                    "unknown field",
+                    format!(
+                        "node {id:?}: unknown field {:?} for type {node_type} (fields: {}){}",
+                        field.text,
+                        list(&allowed),
+                        did_you_mean(&field.text, allowed.iter().copied())
+                    ),
+                );
+                ok = false;
+            }
+        }
+        for required in node_type.required_fields() {
+            if map.get(required).is_none() {
+                self.out.error(
+                    key.span,
+                    "missing field",
+                    format!(
+                        "node {id:?}: missing field {required:?} (type {node_type} needs: {})",
+                        list(node_type.required_fields())
+                    ),
+                );
+                ok = false;
+            }
+        }
+        if !ok {
+            return None;
+        }
+
+        let part = |names: &[&str]| Yaml {
+            value: Value::Map(Mapping {
+                entries: map
+                    .entries
+                    .iter()
+                    .filter(|(k, _)| names.contains(&k.text.as_str()))
+                    .cloned()
+                    .collect(),
+                duplicates: Vec::new(),
+            }),
+            span: value.span,
+        };
+        let context = format!("node {id:?}: ");
+        let what = "";
+        let common_part = part(&COMMON_FIELDS[1..]);
+        let common: Option<CommonFields> = self.read(&common_part, &context, &what);
+        let spec_part = part(node_type.fields());
+        let spec = match node_type {
+            NodeType::Provision => self
+                .read::<ProvisionSpec>(&spec_part, &context, &what)
+                .map(NodeSpec::Provision),
+            NodeType::Checkout => self
+                .read::<CheckoutSpec>(&spec_part, &context, &what)
+                .map(NodeSpec::Checkout),
+            NodeType::Exec => self
+                .read::<ExecSpec>(&spec_part, &context, &what)
+                .map(NodeSpec::Exec),
+            NodeType::AgentSandbox => self
+                .read::<AgentSandboxSpec>(&spec_part, &context, &what)
+                .map(NodeSpec::AgentSandbox),
+            NodeType::Agent => self
+                .read::<AgentSpec>(&spec_part, &context, &what)
+                .map(NodeSpec::Agent),
+        };
+        let common = common?;
+        let spec = spec?;
+
+        if common.max_visits == Some(0) {
+            self.out.error(
+                map.get("max_visits").and_then(|v| v.span),
+                "zero",
+                format!("node {id:?}: max_visits must be at least 1 (the default is 1)"),
+            );
+            ok = false;
+        }
+        let mut spans: FieldSpans = HashMap::new();
+        for (field, field_value) in &map.entries {
+            spans.insert(field.text.clone(), field_value.span);
+        }
+        if let Some(env) = map.get("env").and_then(Yaml::as_map) {
+            for (name, env_value) in &env.entries {
+                if !is_env_name(&name.text) {
+                    self.out.error(
+                        name.span,
+                        "invalid name",
+                        format!(
+                            "node {id:?}: env name {:?} is invalid: use letters, digits and _, not starting with a digit",
+                            name.text
+                        ),
+                    );
+                    ok = false;
+                }
+                spans.insert(format!("env.{}", name.text), env_value.span);
+            }
+        }
+        let node = Node {
+            id: id.to_owned(),
+            description: common.description,
+            timeout: common.timeout,
+            max_visits: common.max_visits.unwrap_or(DEFAULT_MAX_VISITS),
+            env: common.env,
+            spec,
+        };
+        ok.then_some((node, spans))
+    }
+
+    fn edges(&mut self, value: Option<&Yaml>, node_ids: &[&str]) -> Option<Vec<Edge>> {
+        let mut edges = Vec::new();
+        let Some(value) = value else {
+            return Some(edges);
+        };
+        let items = match &value.value {
+            Value::Null => return Some(edges),
+            Value::Seq(items) => items,
+            _ => {
+                self.out.error(
+                    value.span,
+                    "not a list",
+                    format!(
+                        "edges must be a list such as `- {{ from: a, to: b, when: success }}`, not {}",
+                        value.kind()
+                    ),
+                );
+                return None;
+            }
+        };
+        let mut ok = true;
+        let mut targets: Vec<&str> = node_ids.to_vec();
+        targets.push(END);
+        let nodes_list = if node_ids.is_empty() {
+            "none".to_owned()
+        } else {
+            list(node_ids)
+        };
+        for (index, item) in items.iter().enumerate() {
+            let number = index + 1;
+            let Some(map) = item.as_map() else {
+                self.out.error(
+                    item.span,
+                    "not a mapping",
+                    format!(
+                        "edge {number}: expected a mapping such as {{ from: a, to: b, when: success }}, not {}",
+                        item.kind()
+                    ),
+                );
+                ok = false;
+                continue;
+            };
+            let from = map.get("from");
+            let to = map.get("to");
+            let label = match from.and_then(Yaml::as_str) {
+                Some(from) => format!("edge from {from:?}"),
+                None => format!("edge {number}"),
+            };
+            let mut edge_ok =
+                self.unknown_fields(map, EDGE_FIELDS, &format!("{label}: "), "an edge");
+
+            let endpoint = |this: &mut Self, field: &str, value: Option<&Yaml>| -> Option<String> {
+                let Some(value) = value else {
+                    this.out.error(
+                        item.span,
+                        "here",
+                        format!(
+                            "{label}: missing field {field:?}: add `{field}: NODE` (nodes: {nodes_list})"
+                        ),
+                    );
+                    return None;
+                };
+                match &value.value {
+                    Value::Str(s) => Some(s.clone()),
+                    Value::Int(i) => Some(i.to_string()),
+                    _ => {
+                        this.out.error(
+                            value.span,
+                            "not a node id",
+                            format!(
+                                "{label}: {field} must be a node id (nodes: {nodes_list}), not {}",
+                                value.kind()
+                            ),
+                        );
+                        None
+                    }
+                }
+            };
+            let from_id = endpoint(self, "from", from);
+            let to_id = endpoint(self, "to", to);
+            edge_ok &= from_id.is_some() && to_id.is_some();
+
+            if let Some(from_id) = &from_id {
+                let span = from.and_then(|v| v.span);
+                if from_id == END {
+                    self.out.error(
+                        span,
+                        "END has no way out",
+                        "edge from END: the walk ends at END, so no edge can leave it; remove this edge or start it from a node",
+                    );
+                    edge_ok = false;
+                } else if !node_ids.contains(&from_id.as_str()) {
+                    self.out.error(
+                        span,
+                        "no such node",
+                        format!(
+                            "edge from {from_id:?}: no such node (nodes: {nodes_list}){}",
+                            did_you_mean(from_id, node_ids.iter().copied())
+                        ),
+                    );
+                    edge_ok = false;
+                }
+            }
+            if let Some(to_id) = &to_id {
+                if !targets.contains(&to_id.as_str()) {
+                    let span = to.and_then(|v| v.span);
+                    self.out.error(
+                        span,
+                        "no such node",
+                        format!(
+                            "{} to {to_id:?}: no such node (nodes: {nodes_list}, or END){}",
+                            label,
+                            did_you_mean(to_id, targets.iter().copied())
+                        ),
+                    );
+                    edge_ok = false;
+                }
+            }
+            let when = match map.get("when") {
+                None => Some(When::Always),
+                Some(w) => self.when(w, &label),
+            };
+            match (from_id, to_id, when) {
+                (Some(from), Some(to), Some(when)) if edge_ok => {
+                    edges.push(Edge { from, to, when });
+                }
+                _ => ok = false,
+            }
+        }
+        ok.then_some(edges)
+    }
+
+    fn when(&mut self, value: &Yaml, label: &str) -> Option<When> {
+        let bad = |this: &mut Self, shown: String, suggestion: String| {
+            this.out.error(
+                value.span,
+                "bad when",
+                format!(
+                    "{label}: when {shown} is not success, failure or an exit code (0-255); omit when to always take the edge{suggestion}"
+                ),
+            );
+            None
+        };
+        match &value.value {
+            Value::Null => Some(When::Always),
+            Value::Int(code) if (0..=255).contains(code) => Some(When::ExitCode(*code)),
+            Value::Str(s) if s == "success" => Some(When::Success),
+            Value::Str(s) if s == "failure" => Some(When::Failure),
+            Value::Str(s) => match s.trim().parse::<i64>() {
+                Ok(code) if (0..=255).contains(&code) => Some(When::ExitCode(code)),
+                _ => bad(
+                    self,
+                    format!("{s:?}"),
+                    did_you_mean(s, ["success", "failure"]),
+                ),
+            },
+            Value::Int(code) => bad(self, code.to_string(), String::new()),
+            _ => bad(self, value.kind().to_owned(), String::new()),
+        }
+    }
+
+    fn entry(&mut self, top: &Mapping, start: At, node_ids: &[&str]) -> Option<String> {
+        let nodes_list = if node_ids.is_empty() {
+            "none yet".to_owned()
+        } else {
+            list(node_ids)
+        };
+        let Some(value) = top.get("entry") else {
+            self.out.error(
+                start,
+                "here",
+                format!(
+                    "missing field \"entry\": add `entry: NODE` naming the first node to run (nodes: {nodes_list})"
+                ),
+            );
+            return None;
+        };
+        let Some(entry) = value.as_str() else {
+            self.out.error(
+                value.span,
+                "not a node id",
+                format!(
+                    "entry must be a node id (nodes: {nodes_list}), not {}",
+                    value.kind()
+                ),
+            );
+            return None;
+        };
+        if entry == END {
+            self.out.error(
+                value.span,
+                "END",
+                format!("entry cannot be END: name the first node to run (nodes: {nodes_list})"),
+            );
+            return None;
+        }
+        if !node_ids.contains(&entry) {
+            self.out.error(
+                value.span,
+                "no such node",
+                format!(
+                    "entry {entry:?}: no such node (nodes: {nodes_list}){}",
+                    did_you_mean(entry, node_ids.iter().copied())
+                ),
+            );
+            return None;
+        }
+        Some(entry.to_owned())
+    }
+
+    fn placeholders(
+        &mut self,
+        node: &Node,
+        spans: &FieldSpans,
+        params: &BTreeMap<String, Param>,
+        node_ids: &[&str],
+    ) {
+        let param_names: Vec<&str> = params.keys().map(String::as_str).collect();
+        for (field, text) in node.template_fields() {
+            let span = spans.get(&field).copied().flatten();
+            let context = format!("node {:?}: field {field:?}", node.id);
+            let (pieces, errors) = template::scan(text);
+            for e in errors {
+                let at = self.inner_span(span, text, e.offset, e.len);
+                self.out
+                    .error(at, "here", format!("{context}: {}", e.message));
+            }
+            for piece in pieces {
+                let Piece::Placeholder(p) = piece else {
+                    continue;
+                };
+                let at = self.inner_span(span, text, p.offset, p.len);
+                match &p.reference {
+                    Reference::Task | Reference::RunId => {}
+                    Reference::Param(name) if params.contains_key(name) => {}
+                    Reference::Param(name) => {
+                        let declared = if param_names.is_empty() {
+                            "none are declared".to_owned()
+                        } else {
+                            format!("declared: {}", list(&param_names))
+                        };
+                        self.out.error(
+                            at,
+                            "undeclared param",
+                            format!(
+                                "{context}: {} names no declared param ({declared}); declare it under `params:`{}",
+                                p.reference.placeholder(),
+                                crate::suggest::closest(name, param_names.iter().copied())
+                                    .map(|c| format!("; did you mean {{params.{c}}}?"))
+                                    .unwrap_or_default()
+                            ),
+                        );
+                    }
+                    Reference::Node(name) if node_ids.contains(&name.as_str()) => {}
+                    Reference::Node(name) | Reference::Unknown(name) => {
+                        let mut candidates: Vec<String> = vec!["task".into(), "run.id".into()];
+                        candidates.extend(node_ids.iter().map(|n| (*n).to_owned()));
+                        candidates.extend(param_names.iter().map(|n| format!("params.{n}")));
+                        let suggestion =
+                            crate::suggest::closest(name, candidates.iter().map(String::as_str))
+                                .map(|c| format!("; did you mean {{{c}}}?"))
+                                .unwrap_or_default();
+                        self.out.error(
+                            at,
+                            "unknown placeholder",
+                            format!(
+                                "{context}: unknown placeholder {} (use {{task}}, {{run.id}}, {{params.NAME}} or a node: {}){suggestion}; write {{{{ and }}}} for literal braces",
+                                p.reference.placeholder(),
+                                list(node_ids),
+                            ),
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// The span of `text[offset..offset+len]` inside the scalar written at `span`, when
+    /// the scalar is written plainly or quoted without escapes; else the whole scalar.
+    fn inner_span(
+        &self,
+        span: Option<Span>,
+        text: &str,
+        offset: usize,
+        len: usize,
+    ) -> Option<Span> {
+        let span = span?;
+        let raw = self.text.get(span.offset..span.offset + span.len)?;
+        let start = if raw == text {
+            0
+        } else if raw.len() == text.len() + 2
+            && (raw.starts_with('"') || raw.starts_with('\''))
+            && raw.get(1..raw.len() - 1) == Some(text)
+        {
+            1
+        } else {
+            return Some(span);
+        };
+        Some(Span {
+            offset: span.offset + start + offset,
+            len,
+        })
+    }
+
+    fn reachability(&mut self, entry: &str, edges: &[Edge], node_keys: &[&Key]) {
+        let mut seen: BTreeSet<&str> = BTreeSet::new();
+        let mut queue = VecDeque::from([entry]);
+        while let Some(id) = queue.pop_front() {
+            if !seen.insert(id) {
+                continue;
+            }
+            for edge in edges.iter().filter(|e| e.from == id) {
+                queue.push_back(edge.to.as_str());
+            }
+        }
+        for key in node_keys {
+            if !seen.contains(key.text.as_str()) {
+                self.out.warning(
+                    key.span,
+                    "unreachable",
+                    format!(
+                        "node {:?} is unreachable from entry {entry:?}: add an edge to it, or remove it",
+                        key.text
+                    ),
+                );
+            }
+        }
+    }
+}
+
+/// A serde message with its first letter lower-cased and Rust type names in words.
+fn lower(message: &str) -> String {
+    let mut chars = message.chars();
+    let message: String = match chars.next() {
+        Some(c) => c.to_lowercase().chain(chars).collect(),
+        None => String::new(),
+    };
+    message
+        .replace("expected u32", "expected a whole number (0 to 4294967295)")
+        .replace("expected u16", "expected a port number (0 to 65535)")
+        .replace("expected f64", "expected a number")
+}
+
+/// A valid blueprint name close to `name`.
+fn suggest_name(name: &str) -> String {
+    let mut out = String::new();
+    for c in name.chars() {
+        if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+            out.push(c.to_ascii_lowercase());
+        } else if !out.ends_with('-') && !out.is_empty() {
+            out.push('-');
+        }
+    }
+    let out = out.trim_end_matches('-').to_owned();
+    if out.is_empty() {
+        "my-blueprint".to_owned()
+    } else {
+        out
+    }
+}

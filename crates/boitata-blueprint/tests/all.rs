@@ -1,0 +1,2 @@
+//! The integration tests of boitata-blueprint, as one binary.
+mod suite;

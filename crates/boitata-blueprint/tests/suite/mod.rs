@@ -1,0 +1,7 @@
+mod support;
+
+mod agent;
+mod handlers;
+mod host_exec;
+mod routing;
+mod validate;

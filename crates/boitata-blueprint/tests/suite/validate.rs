@@ -1,0 +1,403 @@
+//! Validation: each rule, with its expected diagnostics as a snapshot (the source line
+//! with a caret as miette draws it, then the one-line `file:line:col: message` forms).
+
+use boitata_blueprint::{parse, Severity};
+
+/// The rendered diagnostics of a blueprint that must be invalid.
+fn diagnose(yaml: &str) -> String {
+    match parse(yaml, "blueprint.yaml") {
+        Ok(_) => panic!("expected the blueprint to be invalid:\n{yaml}"),
+        Err(d) => format!("{}\n---\n{d}\n", d.render(100)),
+    }
+}
+
+macro_rules! invalid {
+    ($name:ident, $yaml:expr) => {
+        #[test]
+        fn $name() {
+            insta::assert_snapshot!(stringify!($name), diagnose($yaml));
+        }
+    };
+}
+
+invalid!(
+    yaml_syntax_error_has_line_and_column,
+    "name: broken\nentry: a\nnodes:\n  a: { type: exec, command: \"true\"\n"
+);
+
+invalid!(
+    duplicate_keys_name_both_lines,
+    r#"name: dup
+entry: a
+nodes:
+  a: { type: exec, command: "true" }
+  b: { type: exec, command: "true", command: "false" }
+  a: { type: exec, command: "false" }
+edges:
+  - { from: a, to: b }
+"#
+);
+
+invalid!(
+    alias_bomb_is_refused,
+    r#"name: bomb
+a: &a ["x", "x", "x", "x", "x", "x", "x", "x", "x", "x"]
+b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]
+c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]
+d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]
+e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]
+f: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e, *e]
+g: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f, *f]
+"#
+);
+
+invalid!(empty_file, "# nothing here\n");
+
+invalid!(top_level_must_be_a_mapping, "- name: x\n- entry: y\n");
+
+invalid!(
+    missing_name_entry_and_nodes_are_reported_together,
+    "description: half a blueprint\nedges: []\n"
+);
+
+invalid!(
+    unknown_top_level_field_lists_the_allowed_ones,
+    r#"name: extra
+entry: a
+max_step: 10
+nodes:
+  a: { type: exec, command: "true" }
+"#
+);
+
+invalid!(
+    bad_blueprint_name,
+    r#"name: My Blueprint
+entry: a
+nodes:
+  a: { type: exec, command: "true" }
+"#
+);
+
+invalid!(
+    unknown_node_type_lists_the_known_ones,
+    r#"name: types
+entry: a
+nodes:
+  a: { type: exce, command: "true" }
+  b: { command: "true" }
+edges:
+  - { from: a, to: b }
+"#
+);
+
+invalid!(
+    unknown_and_missing_fields_of_a_node,
+    r#"name: fields
+entry: test
+nodes:
+  test:
+    type: exec
+    comand: cargo test
+    retries: 3
+"#
+);
+
+invalid!(
+    sandbox_node_types_are_validated_too,
+    r#"name: sandboxed
+entry: box
+nodes:
+  box: { type: provision, image: "img:latest", memroy: 2g }
+  code: { type: checkout, container: "{box}" }
+  work: { type: agent_sandbox, prompt: "fix it", port: 70000 }
+  test: { type: exec, container: "{box}", command: "make test" }
+edges:
+  - { from: box, to: code }
+  - { from: code, to: work }
+  - { from: work, to: test }
+"#
+);
+
+invalid!(
+    bad_field_values,
+    r#"name: values
+entry: a
+max_steps: 0
+nodes:
+  a: { type: exec, command: "true", timeout: 9 parsecs }
+  b: { type: exec, command: "true", max_visits: 0 }
+  c: { type: provision, image: x, memory: lots, cpus: many }
+  d: { type: agent, prompt: hi, max_turns: -1 }
+edges:
+  - { from: a, to: b }
+  - { from: b, to: c }
+  - { from: c, to: d }
+"#
+);
+
+invalid!(
+    edge_from_unknown_node_suggests_the_closest,
+    r#"name: edges
+entry: box
+nodes:
+  box: { type: exec, command: "true" }
+  code: { type: exec, command: "true" }
+  test: { type: exec, command: "true" }
+edges:
+  - { from: box, to: code }
+  - { from: code, to: test }
+  - { from: tset, to: END }
+"#
+);
+
+invalid!(
+    edge_to_unknown_node,
+    r#"name: edges
+entry: a
+nodes:
+  a: { type: exec, command: "true" }
+  b: { type: exec, command: "true" }
+edges:
+  - { from: a, to: bb }
+  - { from: a, to: b }
+"#
+);
+
+invalid!(
+    edge_out_of_end,
+    r#"name: edges
+entry: a
+nodes:
+  a: { type: exec, command: "true" }
+edges:
+  - { from: a, to: END }
+  - { from: END, to: a }
+"#
+);
+
+invalid!(
+    bad_when,
+    r#"name: whens
+entry: a
+nodes:
+  a: { type: exec, command: "true" }
+  b: { type: exec, command: "true" }
+edges:
+  - { from: a, when: sucess, to: b }
+  - { from: a, when: 300, to: b }
+  - { from: a, when: [1, 2], to: b }
+"#
+);
+
+invalid!(
+    malformed_edges,
+    r#"name: edges
+entry: a
+nodes:
+  a: { type: exec, command: "true" }
+edges:
+  - { from: a, condition: success }
+  - just a string
+"#
+);
+
+invalid!(
+    missing_entry,
+    r#"name: no-entry
+nodes:
+  a: { type: exec, command: "true" }
+"#
+);
+
+invalid!(
+    unknown_entry_suggests_the_closest,
+    r#"name: entry
+entry: tset
+nodes:
+  test: { type: exec, command: "true" }
+"#
+);
+
+invalid!(
+    entry_cannot_be_end,
+    r#"name: entry
+entry: END
+nodes:
+  a: { type: exec, command: "true" }
+"#
+);
+
+invalid!(
+    unknown_placeholders,
+    r#"name: placeholders
+entry: a
+params:
+  branch: { default: main }
+nodes:
+  a: { type: exec, command: "echo {tset} {params.brnch} {run.name} {task}" }
+  test: { type: exec, command: "echo {a} {a b} }", env: { WHO: "{nobody}" } }
+edges:
+  - { from: a, to: test }
+"#
+);
+
+invalid!(
+    reserved_and_invalid_node_ids,
+    r#"name: ids
+entry: a
+nodes:
+  a: { type: exec, command: "true" }
+  task: { type: exec, command: "true" }
+  "a.b": { type: exec, command: "true" }
+edges:
+  - { from: a, to: task }
+"#
+);
+
+invalid!(
+    bad_params,
+    r#"name: params
+entry: a
+params:
+  repo: "https://example.invalid/repo.git"
+  branch: { default: main, help: "the branch" }
+  "bad name": {}
+nodes:
+  a: { type: exec, command: "true" }
+"#
+);
+
+invalid!(
+    every_problem_is_reported_at_once,
+    r#"name: Many Problems
+entry: tset
+nodes:
+  box: { type: provision, image: "boitata-agent-rust:latest" }
+  test: { type: exec, comand: "cargo test" }
+  work: { type: agnet, prompt: "make the tests pass" }
+edges:
+  - { from: box, to: test }
+  - { from: test, when: failure, to: wrok }
+  - { from: END, to: box }
+"#
+);
+
+#[test]
+fn unreachable_nodes_are_warnings_not_errors() {
+    let yaml = r#"name: island
+entry: a
+nodes:
+  a: { type: exec, command: "true" }
+  b: { type: exec, command: "true" }
+  c: { type: exec, command: "true" }
+edges:
+  - { from: a, to: END }
+  - { from: b, to: c }
+"#;
+    let validated = parse(yaml, "blueprint.yaml").unwrap();
+    assert!(validated
+        .warnings
+        .problems()
+        .iter()
+        .all(|p| p.severity() == Severity::Warning));
+    insta::assert_snapshot!(
+        "unreachable_nodes_are_warnings_not_errors",
+        format!(
+            "{}\n---\n{}\n",
+            validated.warnings.render(100),
+            validated.warnings
+        )
+    );
+}
+
+#[test]
+fn a_valid_blueprint_becomes_the_model() {
+    use boitata_blueprint::{NodeSpec, When};
+    let yaml = r#"name: containerized_agent
+description: the seed
+entry: box
+params:
+  repo: { description: "the repository" }
+  branch: { default: main }
+max_steps: 20
+nodes:
+  box:   { type: provision, image: "boitata-agent-rust:latest", memory: 2g, cpus: 1.5, pids: 256 }
+  code:  { type: checkout, container: "{box}", repo: "{params.repo}", ref: "{params.branch}" }
+  test:  { type: exec, container: "{box}", command: "cargo test", timeout: 10m, max_visits: 3, env: { RUST_LOG: 1 } }
+  work:  { type: agent_sandbox, container: "{box}", prompt: "make the tests pass", max_turns: 5 }
+edges:
+  - { from: box, to: code }
+  - { from: code, when: success, to: test }
+  - { from: test, when: 0, to: END }
+  - { from: test, when: failure, to: work }
+  - { from: work, to: test }
+"#;
+    let validated = parse(yaml, "seed.yaml").unwrap();
+    assert!(validated.warnings.is_empty(), "{}", validated.warnings);
+    let bp = validated.blueprint;
+    assert_eq!(bp.name, "containerized_agent");
+    assert_eq!(bp.max_steps, 20);
+    assert_eq!(bp.params["branch"].default.as_deref(), Some("main"));
+    assert_eq!(bp.params["repo"].default, None);
+    assert_eq!(
+        bp.node_ids().collect::<Vec<_>>(),
+        ["box", "code", "test", "work"]
+    );
+    let NodeSpec::Provision(p) = &bp.node("box").unwrap().spec else {
+        panic!()
+    };
+    assert_eq!(p.memory_bytes, Some(2 << 30));
+    assert_eq!(p.cpus, Some(1.5));
+    let test = bp.node("test").unwrap();
+    assert_eq!(test.max_visits, 3);
+    assert_eq!(test.timeout, Some(std::time::Duration::from_secs(600)));
+    assert_eq!(test.env["RUST_LOG"], "1");
+    let NodeSpec::Checkout(c) = &bp.node("code").unwrap().spec else {
+        panic!()
+    };
+    assert_eq!(c.git_ref.as_deref(), Some("{params.branch}"));
+    let whens: Vec<When> = bp.edges.iter().map(|e| e.when).collect();
+    assert_eq!(
+        whens,
+        [
+            When::Always,
+            When::Success,
+            When::ExitCode(0),
+            When::Failure,
+            When::Always
+        ]
+    );
+}
+
+#[test]
+fn the_example_blueprints_are_valid() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/blueprints");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().and_then(|e| e.to_str()) != Some("yaml") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        match parse(&text, &path.display().to_string()) {
+            Ok(v) => assert!(v.warnings.is_empty(), "{}", v.warnings),
+            Err(d) => panic!("{}", d.render(100)),
+        }
+        seen += 1;
+    }
+    assert!(
+        seen >= 2,
+        "expected the example blueprints in {}",
+        dir.display()
+    );
+}
+
+#[test]
+fn oversized_input_is_refused_before_parsing() {
+    let mut yaml = String::from("name: big\ndescription: \"");
+    yaml.push_str(&"x".repeat(boitata_blueprint::MAX_BLUEPRINT_BYTES));
+    yaml.push_str("\"\n");
+    let d = parse(&yaml, "big.yaml").unwrap_err();
+    assert!(d.to_string().contains("limited to"), "{d}");
+}
