@@ -1,1 +1,46 @@
-//! boitata-orchestrator
+//! Sandboxes for Boitata runs: where a blueprint's commands and agent run when they
+//! must not run on the host.
+//!
+//! It owns:
+//! - [`sandbox`]: the [`Sandbox`] backend trait (`provision`, `exec`, `endpoint`,
+//!   `upload`, `destroy`, `list`) and its Docker implementation,
+//!   [`DockerBackend`](sandbox::docker::DockerBackend) (bollard; lazy connection,
+//!   hardened containers);
+//! - [`tracking`]: [`RunSandboxes`], which records every sandbox a run made and
+//!   destroys them all when the run ends, however it ends;
+//! - [`reaper`]: [`gc`](reaper::gc), which removes sandboxes whose run is gone;
+//! - [`archive`]: the tar archives that carry files into a sandbox.
+//!
+//! It does not own the blueprint model or executor (`boitata-blueprint`), the run
+//! store or events (`boitata-core`), nor any binary.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use boitata_orchestrator::{CollectOutput, DockerBackend, ExecSpec, Sandbox, SandboxSpec};
+//!
+//! # async fn demo() -> Result<(), boitata_orchestrator::SandboxError> {
+//! let docker = DockerBackend::from_env(); // no connection yet
+//! let id = docker.provision(&SandboxSpec::new("boitata-base:bookworm", "run-1")).await?;
+//! let mut out = CollectOutput::default();
+//! let status = docker.exec(&id, &ExecSpec::shell("echo hi"), &mut out).await?;
+//! assert_eq!(status.code(), Some(0));
+//! assert_eq!(out.stdout_text(), "hi\n");
+//! docker.destroy(&id).await?;
+//! # Ok(())
+//! # }
+//! ```
+
+#![deny(missing_docs)]
+
+pub mod archive;
+pub mod reaper;
+pub mod sandbox;
+pub mod tracking;
+
+pub use sandbox::docker::DockerBackend;
+pub use sandbox::{
+    CollectOutput, DiscardOutput, ExecSpec, ExecStatus, Hardening, Limits, Network, OutputSink,
+    Sandbox, SandboxError, SandboxId, SandboxInfo, SandboxSpec,
+};
+pub use tracking::{RunSandboxes, TeardownReport};

@@ -3,4 +3,5 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
 
+pub mod docker;
 pub mod repo;
