@@ -5,3 +5,4 @@
 
 pub mod docker;
 pub mod repo;
+pub mod server;

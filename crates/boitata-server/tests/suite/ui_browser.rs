@@ -1,0 +1,1 @@
+//! The web UI in a real headless browser (written next).
