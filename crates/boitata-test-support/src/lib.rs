@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
 
+pub mod browser;
 pub mod docker;
 pub mod repo;
 pub mod server;
