@@ -12,7 +12,7 @@
 //! The run's status is the outcome of the last node run: `succeeded` or `failed`
 //! (cancellation overrides). Events: `run_started`, then `node_started` /
 //! `node_finished` for every node, then `run_finished` once every cleanup registered
-//! by a node ([`Teardown`](crate::Teardown)) and every [`RunHooks::run_ending`] has run.
+//! by a node ([`Teardown`](crate::Teardown::defer)) and every [`RunHooks::run_ending`] has run.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;

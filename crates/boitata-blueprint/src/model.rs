@@ -835,6 +835,28 @@ mod tests {
     }
 
     #[test]
+    fn nodes_serialize_flat_with_their_type() {
+        let node = Node {
+            id: "test".into(),
+            description: None,
+            timeout: Some(Duration::from_secs(90)),
+            max_visits: 2,
+            env: BTreeMap::new(),
+            spec: NodeSpec::Exec(ExecSpec {
+                command: "make".into(),
+                container: None,
+            }),
+        };
+        assert_eq!(
+            serde_json::to_value(&node).unwrap(),
+            serde_json::json!({
+                "id": "test", "timeout": "1m 30s", "max_visits": 2, "env": {},
+                "type": "exec", "command": "make"
+            })
+        );
+    }
+
+    #[test]
     fn when_matches_outcomes_and_codes() {
         use boitata_core::Outcome::{Failure, Success};
         assert!(When::Always.matches(Failure, None));

@@ -556,25 +556,24 @@ impl Checker<'_> {
             span: value.span,
         };
         let context = format!("node {id:?}: ");
-        let what = "";
         let common_part = part(&COMMON_FIELDS[1..]);
-        let common: Option<CommonFields> = self.read(&common_part, &context, &what);
+        let common: Option<CommonFields> = self.read(&common_part, &context, "");
         let spec_part = part(node_type.fields());
         let spec = match node_type {
             NodeType::Provision => self
-                .read::<ProvisionSpec>(&spec_part, &context, &what)
+                .read::<ProvisionSpec>(&spec_part, &context, "")
                 .map(NodeSpec::Provision),
             NodeType::Checkout => self
-                .read::<CheckoutSpec>(&spec_part, &context, &what)
+                .read::<CheckoutSpec>(&spec_part, &context, "")
                 .map(NodeSpec::Checkout),
             NodeType::Exec => self
-                .read::<ExecSpec>(&spec_part, &context, &what)
+                .read::<ExecSpec>(&spec_part, &context, "")
                 .map(NodeSpec::Exec),
             NodeType::AgentSandbox => self
-                .read::<AgentSandboxSpec>(&spec_part, &context, &what)
+                .read::<AgentSandboxSpec>(&spec_part, &context, "")
                 .map(NodeSpec::AgentSandbox),
             NodeType::Agent => self
-                .read::<AgentSpec>(&spec_part, &context, &what)
+                .read::<AgentSpec>(&spec_part, &context, "")
                 .map(NodeSpec::Agent),
         };
         let common = common?;
@@ -796,7 +795,11 @@ impl Checker<'_> {
             );
             return None;
         };
-        let Some(entry) = value.as_str() else {
+        let entry_text = match &value.value {
+            Value::Int(i) => Some(i.to_string()),
+            _ => value.as_str().map(str::to_owned),
+        };
+        let Some(entry) = entry_text.as_deref() else {
             self.out.error(
                 value.span,
                 "not a node id",

@@ -527,7 +527,7 @@ impl<'de> MapAccess<'de> for MapReader<'de> {
 mod tests {
     use super::*;
 
-    fn span_text<'a>(text: &'a str, span: Option<Span>) -> &'a str {
+    fn span_text(text: &str, span: Option<Span>) -> &str {
         let span = span.unwrap();
         &text[span.offset..span.offset + span.len]
     }

@@ -34,6 +34,33 @@ pub(crate) enum Command {
         #[command(subcommand)]
         command: RunsCommand,
     },
+    /// Check blueprints and draw their graphs.
+    Blueprint {
+        #[command(subcommand)]
+        command: BlueprintCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum BlueprintCommand {
+    /// Validate blueprint files: exit 0 when all are valid, 1 otherwise (diagnostics on stderr).
+    Validate(BlueprintValidateArgs),
+    /// Print a blueprint's graph as a Mermaid flowchart.
+    Graph(BlueprintGraphArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct BlueprintValidateArgs {
+    /// The blueprint files.
+    #[arg(required = true, value_name = "FILE")]
+    pub(crate) files: Vec<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct BlueprintGraphArgs {
+    /// The blueprint file.
+    #[arg(value_name = "FILE")]
+    pub(crate) file: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -58,6 +85,17 @@ pub(crate) struct RunArgs {
     /// Print one JSON event per line on stdout instead of human progress.
     #[arg(long)]
     pub(crate) json: bool,
+    /// Run a blueprint: a file path, or a name looked up as ./blueprints/NAME.yaml, then
+    /// in the user config dir's blueprints/.
+    #[arg(long, short = 'b', value_name = "FILE_OR_NAME")]
+    pub(crate) blueprint: Option<String>,
+    /// Set a blueprint param (repeatable).
+    #[arg(long = "param", short = 'p', value_name = "NAME=VALUE", value_parser = parse_param)]
+    pub(crate) params: Vec<(String, String)>,
+}
+
+fn parse_param(text: &str) -> Result<(String, String), String> {
+    boitata_blueprint::params::parse_assignment(text)
 }
 
 #[derive(Debug, Subcommand)]

@@ -5,6 +5,7 @@
 //! (0 succeeded, 1 failed, 130 cancelled, 2 usage or config error).
 
 mod args;
+mod blueprint;
 mod error;
 mod render;
 mod run;
@@ -16,16 +17,22 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::args::{Cli, Command, RunsCommand};
+use crate::args::{BlueprintCommand, Cli, Command, RunsCommand};
 use crate::error::CliError;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
-            let _ = writeln!(std::io::stderr(), "error: cannot start the async runtime: {e}");
+            let _ = writeln!(
+                std::io::stderr(),
+                "error: cannot start the async runtime: {e}"
+            );
             return ExitCode::from(2);
         }
     };
@@ -43,7 +50,12 @@ fn main() -> ExitCode {
 
 async fn dispatch(cli: Cli) -> Result<u8, CliError> {
     match cli.command {
+        Command::Run(args) if args.blueprint.is_some() => blueprint::run(&cli.global, args).await,
         Command::Run(args) => run::run(&cli.global, args).await,
+        Command::Blueprint { command } => match command {
+            BlueprintCommand::Validate(args) => Ok(blueprint::validate(&args)),
+            BlueprintCommand::Graph(args) => blueprint::graph(&args),
+        },
         Command::Runs { command } => match command {
             RunsCommand::List(args) => runs::list(&cli.global, args),
             RunsCommand::Show(args) => runs::show(&cli.global, args),

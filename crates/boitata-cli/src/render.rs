@@ -90,7 +90,10 @@ impl Renderer {
         let node = event.node.as_deref();
         match &event.payload {
             EventPayload::RunStarted {
-                blueprint, provider, model, ..
+                blueprint,
+                provider,
+                model,
+                ..
             } => {
                 let what = match blueprint {
                     Some(b) => format!("blueprint {b}"),
@@ -118,10 +121,23 @@ impl Renderer {
                 ..
             } => {
                 let name = node.unwrap_or("?");
-                let mark = if *outcome == Outcome::Success { "✓" } else { "✗" };
-                let word = if *outcome == Outcome::Success { "succeeded" } else { "failed" };
-                let code = exit_code.map(|c| format!(" (exit {c})")).unwrap_or_default();
-                let why = error.as_deref().map(|e| format!(": {e}")).unwrap_or_default();
+                let mark = if *outcome == Outcome::Success {
+                    "✓"
+                } else {
+                    "✗"
+                };
+                let word = if *outcome == Outcome::Success {
+                    "succeeded"
+                } else {
+                    "failed"
+                };
+                let code = exit_code
+                    .map(|c| format!(" (exit {c})"))
+                    .unwrap_or_default();
+                let why = error
+                    .as_deref()
+                    .map(|e| format!(": {e}"))
+                    .unwrap_or_default();
                 self.line(&format!("{mark} {name} {word}{code}{why}"));
             }
             EventPayload::SandboxProvisioned {
@@ -137,7 +153,11 @@ impl Renderer {
                 self.line(&format!("  sandbox {short} destroyed"));
             }
             EventPayload::ExecOutput { stream, chunk } => {
-                let bar = if *stream == OutputStream::Stderr { "┆" } else { "│" };
+                let bar = if *stream == OutputStream::Stderr {
+                    "┆"
+                } else {
+                    "│"
+                };
                 for l in chunk.lines() {
                     self.line(&format!("  {bar} {l}"));
                 }
@@ -152,7 +172,9 @@ impl Renderer {
                 }
                 self.status("thinking");
             }
-            EventPayload::ToolCall { tool, arguments, .. } => {
+            EventPayload::ToolCall {
+                tool, arguments, ..
+            } => {
                 let summary = summarize_arguments(arguments);
                 self.line(&format!("  → {tool} {summary}"));
                 self.status(format!("{tool} {summary}"));
@@ -169,8 +191,13 @@ impl Renderer {
             }
             EventPayload::Usage { .. } => {}
             EventPayload::RunFinished { status, error } => {
-                let secs = started.map(|t| (event.ts - t).num_milliseconds() as f64 / 1000.0).unwrap_or(0.0);
-                let why = error.as_deref().map(|e| format!(": {e}")).unwrap_or_default();
+                let secs = started
+                    .map(|t| (event.ts - t).num_milliseconds() as f64 / 1000.0)
+                    .unwrap_or(0.0);
+                let why = error
+                    .as_deref()
+                    .map(|e| format!(": {e}"))
+                    .unwrap_or_default();
                 let mark = match status {
                     RunStatus::Succeeded => "●",
                     _ => "✗",

@@ -24,7 +24,8 @@ pub(crate) async fn run(global: &GlobalArgs, args: RunArgs) -> Result<u8, CliErr
     }
     let workspace_dir = match &args.workspace {
         Some(dir) => dir.clone(),
-        None => std::env::current_dir().map_err(|e| CliError::usage(format!("cannot read the current directory: {e}")))?,
+        None => std::env::current_dir()
+            .map_err(|e| CliError::usage(format!("cannot read the current directory: {e}")))?,
     };
     let workspace = Workspace::open(&workspace_dir)
         .map_err(|e| CliError::usage(format!("workspace {}: {e}", workspace_dir.display())))?;

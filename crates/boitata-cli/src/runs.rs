@@ -23,7 +23,11 @@ pub(crate) fn list(global: &GlobalArgs, args: RunsListArgs) -> Result<u8, CliErr
         let _ = writeln!(out, "no runs yet (start one with `boitata run TASK`)");
         return Ok(0);
     }
-    let _ = writeln!(out, "{:<36}  {:<9}  {:<20}  {:<22}  TASK", "ID", "STATUS", "CREATED", "BLUEPRINT");
+    let _ = writeln!(
+        out,
+        "{:<36}  {:<9}  {:<20}  {:<22}  TASK",
+        "ID", "STATUS", "CREATED", "BLUEPRINT"
+    );
     for run in &runs {
         let _ = writeln!(
             out,

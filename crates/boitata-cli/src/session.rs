@@ -15,7 +15,8 @@ use crate::render::Renderer;
 
 /// Loads the config named by the global options (and the environment).
 pub(crate) fn load_config(global: &GlobalArgs) -> Result<Config, CliError> {
-    let mut config = Config::load(global.config.as_deref(), &ProcessEnv).map_err(CliError::usage)?;
+    let mut config =
+        Config::load(global.config.as_deref(), &ProcessEnv).map_err(CliError::usage)?;
     if let Some(dir) = &global.data_dir {
         config.data_dir = Some(dir.clone());
     }
@@ -67,7 +68,7 @@ impl LocalRun {
     ) -> Result<LocalRun, CliError> {
         new.owner_pid = Some(std::process::id());
         let record = store.create_run(&new).map_err(CliError::usage)?;
-        let emitter = Emitter::new(record.id.clone(), Some(store), redactor);
+        let emitter = Emitter::new(record.id, Some(store), redactor);
         let renderer = Arc::new(Renderer::new(json));
         emitter.observe(renderer.clone());
         let cancel = CancellationToken::new();
@@ -92,6 +93,13 @@ impl LocalRun {
         status.exit_code() as u8
     }
 
+    /// For a run whose `run_finished` was emitted by the blueprint executor: stops the
+    /// spinner and returns the exit code for `status`.
+    pub(crate) fn close(&self, status: RunStatus) -> u8 {
+        self.renderer.finish();
+        status.exit_code() as u8
+    }
+
     /// Prints `text` on stdout unless in `--json` mode.
     pub(crate) fn print_result(&self, text: &str) {
         self.renderer.print_result(text);
@@ -102,7 +110,9 @@ impl LocalRun {
 /// Second Ctrl-C: exit 130 at once.
 fn watch_signals(cancel: CancellationToken, renderer: Arc<Renderer>) {
     tokio::spawn(async move {
-        let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) else {
+        let Ok(mut term) =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        else {
             return;
         };
         let mut seen = 0;

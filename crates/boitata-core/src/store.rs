@@ -155,7 +155,9 @@ fn now_text() -> String {
 }
 
 fn parse_ts(text: &str) -> Option<DateTime<Utc>> {
-    DateTime::parse_from_rfc3339(text).ok().map(|t| t.with_timezone(&Utc))
+    DateTime::parse_from_rfc3339(text)
+        .ok()
+        .map(|t| t.with_timezone(&Utc))
 }
 
 impl RunStore {
@@ -182,9 +184,12 @@ impl RunStore {
         };
         let conn = Connection::open(path).map_err(wrap)?;
         conn.busy_timeout(Duration::from_secs(30)).map_err(wrap)?;
-        conn.pragma_update(None, "journal_mode", "WAL").map_err(wrap)?;
-        conn.pragma_update(None, "synchronous", "NORMAL").map_err(wrap)?;
-        conn.pragma_update(None, "foreign_keys", "ON").map_err(wrap)?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(wrap)?;
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(wrap)?;
+        conn.pragma_update(None, "foreign_keys", "ON")
+            .map_err(wrap)?;
         conn.execute_batch(SCHEMA).map_err(wrap)?;
         Ok(RunStore {
             path: path.to_path_buf(),
@@ -204,7 +209,10 @@ impl RunStore {
         }
     }
 
-    fn with_conn<T>(&self, f: impl FnOnce(&mut Connection) -> rusqlite::Result<T>) -> Result<T, StoreError> {
+    fn with_conn<T>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> rusqlite::Result<T>,
+    ) -> Result<T, StoreError> {
         let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         f(&mut conn).map_err(|e| self.sqlite(e))
     }
@@ -214,7 +222,10 @@ impl RunStore {
     /// # Errors
     /// [`StoreError::Sqlite`] (e.g. a duplicate id).
     pub fn create_run(&self, new: &NewRun) -> Result<RunRecord, StoreError> {
-        let id = new.id.clone().unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+        let id = new
+            .id
+            .clone()
+            .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
         let status = new.status.unwrap_or(RunStatus::Running);
         let params = serde_json::Value::Object(new.params.clone()).to_string();
         let created = now_text();
@@ -241,7 +252,8 @@ impl RunStore {
             )
             .optional()
         })?;
-        row.ok_or_else(|| StoreError::NotFound(id.to_owned()))?.decode(&self.path)
+        row.ok_or_else(|| StoreError::NotFound(id.to_owned()))?
+            .decode(&self.path)
     }
 
     /// The run whose id is `id_or_prefix` or uniquely starts with it.
@@ -254,7 +266,9 @@ impl RunStore {
         }
         let pattern = format!("{}%", id_or_prefix.replace(['%', '_'], ""));
         let rows = self.with_conn(|c| {
-            let mut stmt = c.prepare(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id LIKE ?1 LIMIT 2"))?;
+            let mut stmt = c.prepare(&format!(
+                "SELECT {RUN_COLUMNS} FROM runs WHERE id LIKE ?1 LIMIT 2"
+            ))?;
             let rows = stmt.query_map(params![pattern], RawRun::from_row)?;
             rows.collect::<rusqlite::Result<Vec<_>>>()
         })?;
@@ -307,7 +321,12 @@ impl RunStore {
     ///
     /// # Errors
     /// [`StoreError::NotFound`], [`StoreError::Sqlite`].
-    pub fn set_status(&self, id: &str, status: RunStatus, error: Option<&str>) -> Result<(), StoreError> {
+    pub fn set_status(
+        &self,
+        id: &str,
+        status: RunStatus,
+        error: Option<&str>,
+    ) -> Result<(), StoreError> {
         let finished = status.is_final().then(now_text);
         let changed = self.with_conn(|c| {
             c.execute(
@@ -326,7 +345,12 @@ impl RunStore {
     /// # Errors
     /// [`StoreError::Sqlite`].
     pub fn set_owner_pid(&self, id: &str, pid: u32) -> Result<(), StoreError> {
-        self.with_conn(|c| c.execute("UPDATE runs SET owner_pid = ?2 WHERE id = ?1", params![id, pid]))?;
+        self.with_conn(|c| {
+            c.execute(
+                "UPDATE runs SET owner_pid = ?2 WHERE id = ?1",
+                params![id, pid],
+            )
+        })?;
         Ok(())
     }
 
@@ -368,8 +392,10 @@ impl RunStore {
     /// [`StoreError::Sqlite`], [`StoreError::Corrupt`].
     pub fn events(&self, run_id: &str, after_seq: u64) -> Result<Vec<Event>, StoreError> {
         let bodies = self.with_conn(|c| {
-            let mut stmt = c.prepare("SELECT body FROM events WHERE run_id = ?1 AND seq > ?2 ORDER BY seq")?;
-            let rows = stmt.query_map(params![run_id, after_seq as i64], |r| r.get::<_, String>(0))?;
+            let mut stmt =
+                c.prepare("SELECT body FROM events WHERE run_id = ?1 AND seq > ?2 ORDER BY seq")?;
+            let rows =
+                stmt.query_map(params![run_id, after_seq as i64], |r| r.get::<_, String>(0))?;
             rows.collect::<rusqlite::Result<Vec<_>>>()
         })?;
         bodies
@@ -389,7 +415,11 @@ impl RunStore {
     /// [`StoreError::Sqlite`].
     pub fn last_seq(&self, run_id: &str) -> Result<u64, StoreError> {
         let seq: Option<i64> = self.with_conn(|c| {
-            c.query_row("SELECT MAX(seq) FROM events WHERE run_id = ?1", params![run_id], |r| r.get(0))
+            c.query_row(
+                "SELECT MAX(seq) FROM events WHERE run_id = ?1",
+                params![run_id],
+                |r| r.get(0),
+            )
         })?;
         Ok(seq.unwrap_or(0).max(0) as u64)
     }
@@ -405,7 +435,8 @@ impl EventSink for RunStore {
     }
 }
 
-const RUN_COLUMNS: &str = "id, blueprint, task, params, workspace, status, error, owner_pid, created_at, finished_at";
+const RUN_COLUMNS: &str =
+    "id, blueprint, task, params, workspace, status, error, owner_pid, created_at, finished_at";
 
 struct RawRun {
     id: String,
@@ -445,10 +476,15 @@ impl RawRun {
             .ok_or_else(|| corrupt(format!("run {}: unknown status {:?}", self.id, self.status)))?;
         let params = match serde_json::from_str::<serde_json::Value>(&self.params) {
             Ok(serde_json::Value::Object(map)) => map,
-            _ => return Err(corrupt(format!("run {}: params are not a JSON object", self.id))),
+            _ => {
+                return Err(corrupt(format!(
+                    "run {}: params are not a JSON object",
+                    self.id
+                )))
+            }
         };
-        let created_at =
-            parse_ts(&self.created_at).ok_or_else(|| corrupt(format!("run {}: bad created_at", self.id)))?;
+        let created_at = parse_ts(&self.created_at)
+            .ok_or_else(|| corrupt(format!("run {}: bad created_at", self.id)))?;
         Ok(RunRecord {
             id: self.id,
             blueprint: self.blueprint,
@@ -519,7 +555,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Arc::new(RunStore::open(dir.path()).unwrap());
         let run = store.create_run(&NewRun::default()).unwrap();
-        let emitter = Emitter::new(run.id.clone(), Some(store.clone()), Redactor::default());
+        let emitter = Emitter::new(run.id, Some(store.clone()), Redactor::default());
         emitter
             .emit(None, EventPayload::AgentMessage { text: "x".into() })
             .unwrap();
@@ -528,7 +564,7 @@ mod tests {
             .unwrap_err();
         assert!(err.to_string().contains("append-only"), "{err}");
         // An emitter for an unknown run cannot record, so it must not number the event.
-        let orphan = Emitter::new("no-such-run", Some(store.clone()), Redactor::default());
+        let orphan = Emitter::new("no-such-run", Some(store), Redactor::default());
         assert!(orphan
             .emit(None, EventPayload::AgentMessage { text: "x".into() })
             .is_err());

@@ -48,7 +48,14 @@ impl TempRepo {
     /// When git fails.
     pub fn git(&self, args: &[&str]) -> String {
         let out = Command::new("git")
-            .args(["-c", "user.name=test", "-c", "user.email=test@localhost", "-c", "commit.gpgsign=false"])
+            .args([
+                "-c",
+                "user.name=test",
+                "-c",
+                "user.email=test@localhost",
+                "-c",
+                "commit.gpgsign=false",
+            ])
             .args(args)
             .current_dir(self.dir.path())
             .output()

@@ -1,1 +1,3 @@
+mod blueprint_run;
+mod blueprint_validate;
 mod run_local;

@@ -43,13 +43,25 @@ fn scripted_run_writes_edits_runs_and_commits_and_records_every_event() {
     let script = write_script(data.path());
 
     let output = boitata(data.path())
-        .args(["run", "add notes", "--json", "--provider", "scripted", "--workspace"])
+        .args([
+            "run",
+            "add notes",
+            "--json",
+            "--provider",
+            "scripted",
+            "--workspace",
+        ])
         .arg(repo.path())
         .arg("--script")
         .arg(&script)
         .output()
         .unwrap();
-    assert_eq!(output.status.code(), Some(0), "stderr: {}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "stderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
 
     // The commit exists, with the edited file.
     let log = StdCommand::new("git")
@@ -75,10 +87,15 @@ fn scripted_run_writes_edits_runs_and_commits_and_records_every_event() {
     for (i, e) in events.iter().enumerate() {
         assert_eq!(e.seq, i as u64 + 1);
     }
-    assert!(matches!(&events[0].payload, EventPayload::RunStarted { provider: Some(p), .. } if p == "scripted"));
+    assert!(
+        matches!(&events[0].payload, EventPayload::RunStarted { provider: Some(p), .. } if p == "scripted")
+    );
     assert!(matches!(
         events.last().unwrap().payload,
-        EventPayload::RunFinished { status: RunStatus::Succeeded, .. }
+        EventPayload::RunFinished {
+            status: RunStatus::Succeeded,
+            ..
+        }
     ));
     let tools: Vec<&str> = events
         .iter()
@@ -87,9 +104,17 @@ fn scripted_run_writes_edits_runs_and_commits_and_records_every_event() {
             _ => None,
         })
         .collect();
-    assert_eq!(tools, ["file_write", "file_edit", "execute_command", "git_commit"]);
+    assert_eq!(
+        tools,
+        ["file_write", "file_edit", "execute_command", "git_commit"]
+    );
     let command_output = events.iter().find_map(|e| match &e.payload {
-        EventPayload::ToolResult { tool, output, ok: true, .. } if tool == "execute_command" => Some(output.clone()),
+        EventPayload::ToolResult {
+            tool,
+            output,
+            ok: true,
+            ..
+        } if tool == "execute_command" => Some(output.clone()),
         _ => None,
     });
     assert!(command_output.unwrap().contains("hello world"));
@@ -106,7 +131,10 @@ fn scripted_run_writes_edits_runs_and_commits_and_records_every_event() {
     let stored: Vec<Event> = serde_json::from_value(value["events"].clone()).unwrap();
     assert_eq!(stored, events);
 
-    let listed = boitata(data.path()).args(["runs", "list"]).output().unwrap();
+    let listed = boitata(data.path())
+        .args(["runs", "list"])
+        .output()
+        .unwrap();
     assert!(String::from_utf8_lossy(&listed.stdout).contains(run_id.as_str()));
 }
 
@@ -158,16 +186,33 @@ fn a_script_that_runs_out_fails_the_run_with_exit_1() {
     )
     .unwrap();
     let output = boitata(data.path())
-        .args(["run", "x", "--json", "--provider", "scripted", "--workspace"])
+        .args([
+            "run",
+            "x",
+            "--json",
+            "--provider",
+            "scripted",
+            "--workspace",
+        ])
         .arg(repo.path())
         .arg("--script")
         .arg(&script)
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(1));
-    let last = String::from_utf8_lossy(&output.stdout).lines().last().unwrap().to_owned();
+    let last = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .last()
+        .unwrap()
+        .to_owned();
     let event: Event = serde_json::from_str(&last).unwrap();
-    assert!(matches!(event.payload, EventPayload::RunFinished { status: RunStatus::Failed, error: Some(_) }));
+    assert!(matches!(
+        event.payload,
+        EventPayload::RunFinished {
+            status: RunStatus::Failed,
+            error: Some(_)
+        }
+    ));
 }
 
 #[test]
@@ -183,7 +228,7 @@ fn ctrl_c_during_a_long_command_cancels_the_run_kills_the_command_and_exits_130(
         &script,
         serde_json::json!({ "turns": [
             { "tool_calls": [ { "name": "execute_command",
-                "arguments": { "command": marker.clone() } } ] },
+                "arguments": { "command": marker } } ] },
             { "text": "never reached" }
         ]})
         .to_string(),
@@ -194,7 +239,14 @@ fn ctrl_c_during_a_long_command_cancels_the_run_kills_the_command_and_exits_130(
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("HOME", data.path())
         .env("BOITATA_DATA_DIR", data.path())
-        .args(["run", "sleep", "--json", "--provider", "scripted", "--workspace"])
+        .args([
+            "run",
+            "sleep",
+            "--json",
+            "--provider",
+            "scripted",
+            "--workspace",
+        ])
         .arg(repo.path())
         .arg("--script")
         .arg(&script)
@@ -215,7 +267,11 @@ fn ctrl_c_during_a_long_command_cancels_the_run_kills_the_command_and_exits_130(
     }
     // Give the command a moment to start, then Ctrl-C.
     std::thread::sleep(std::time::Duration::from_millis(500));
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGINT).unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
     for line in lines {
         seen.push(serde_json::from_str(&line.unwrap()).unwrap());
     }
@@ -223,10 +279,20 @@ fn ctrl_c_during_a_long_command_cancels_the_run_kills_the_command_and_exits_130(
     assert_eq!(status.code(), Some(130));
     assert!(matches!(
         seen.last().unwrap().payload,
-        EventPayload::RunFinished { status: RunStatus::Cancelled, .. }
+        EventPayload::RunFinished {
+            status: RunStatus::Cancelled,
+            ..
+        }
     ));
-    let survivors = StdCommand::new("pgrep").args(["-f", &marker]).output().unwrap();
-    assert!(survivors.stdout.is_empty(), "left running: {}", String::from_utf8_lossy(&survivors.stdout));
+    let survivors = StdCommand::new("pgrep")
+        .args(["-f", &marker])
+        .output()
+        .unwrap();
+    assert!(
+        survivors.stdout.is_empty(),
+        "left running: {}",
+        String::from_utf8_lossy(&survivors.stdout)
+    );
     let shown = boitata(data.path())
         .args(["runs", "show", &seen[0].run_id, "--json"])
         .output()

@@ -10,18 +10,23 @@
 //! [`Provider::complete`] collects a stream into a [`ModelResponse`].
 
 pub mod anthropic;
+mod http;
 pub mod openai;
 mod retry;
 pub mod scripted;
 
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::{Stream, StreamExt};
 use serde::{Deserialize, Serialize};
 
+pub use http::HttpOptions;
 pub use retry::RetryPolicy;
+
+use crate::config::{ProviderConfig, ProviderKind};
 
 /// One message of the conversation sent to the model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -258,6 +263,25 @@ pub enum ProviderError {
         /// The transport's message.
         message: String,
     },
+    /// The API key cannot be sent (it holds characters not allowed in an HTTP header).
+    #[error("{provider}: the API key in {variable} is not a valid HTTP header value: check it for stray characters")]
+    InvalidApiKey {
+        /// The provider.
+        provider: String,
+        /// The variable holding the key.
+        variable: String,
+    },
+    /// The API reported an error in the middle of a streamed response (for example
+    /// Anthropic's `error` event with `overloaded_error`).
+    #[error("{provider}: the API reported an error during the response: {kind}: {message} (try again later)")]
+    Api {
+        /// The provider.
+        provider: String,
+        /// The API's error type (`overloaded_error`, …), or `error` when it gave none.
+        kind: String,
+        /// The API's message (redacted).
+        message: String,
+    },
     /// The response did not follow the API's streaming format.
     #[error("{provider}: malformed response stream: {detail} (is base_url pointing at a {provider}-compatible API?)")]
     MalformedStream {
@@ -277,15 +301,17 @@ pub enum ProviderError {
     },
 }
 
-/// Builds the provider `config.kind` names (placeholder until the providers land).
+/// Builds the provider `config.kind` names from `config`: the one dispatch used by
+/// the runtime.
 ///
 /// # Errors
-/// [`ProviderError`] when it cannot be built.
-pub fn build(
-    config: &crate::config::ProviderConfig,
-) -> Result<std::sync::Arc<dyn Provider>, ProviderError> {
-    Err(ProviderError::Script(format!(
-        "provider {} not built yet",
-        config.kind.as_str()
-    )))
+/// What the provider's `from_config` returns: [`ProviderError::MissingApiKey`] for
+/// `openai` / `anthropic` at the vendor's URL without a key,
+/// [`ProviderError::Script`] for a `scripted` provider without a readable script.
+pub fn build(config: &ProviderConfig) -> Result<Arc<dyn Provider>, ProviderError> {
+    Ok(match config.kind {
+        ProviderKind::Openai => Arc::new(openai::OpenAi::from_config(config)?),
+        ProviderKind::Anthropic => Arc::new(anthropic::Anthropic::from_config(config)?),
+        ProviderKind::Scripted => Arc::new(scripted::Scripted::from_config(config)?),
+    })
 }

@@ -1,0 +1,170 @@
+//! `boitata run TASK --blueprint FILE_OR_NAME`, `boitata blueprint validate FILE...`
+//! and `boitata blueprint graph FILE`.
+
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+use std::path::Path;
+use std::sync::Arc;
+
+use boitata_blueprint::{
+    load, Diagnostics, Executor, LoadError, NodeHandlers, RunRequest, RuntimeSource, Validated,
+};
+use boitata_core::config::ProcessEnv;
+use boitata_core::store::NewRun;
+use boitata_core::{Redactor, RunStatus};
+use miette::{GraphicalReportHandler, GraphicalTheme};
+
+use crate::args::{BlueprintGraphArgs, BlueprintValidateArgs, GlobalArgs, RunArgs};
+use crate::error::{CliError, EXIT_FAILED};
+use crate::session::{self, LocalRun};
+
+/// Draws diagnostics for stderr: colours on a terminal, plain otherwise.
+fn render(diagnostics: &Diagnostics) -> String {
+    let theme = if std::io::stderr().is_terminal() {
+        GraphicalTheme::unicode()
+    } else {
+        GraphicalTheme::unicode_nocolor()
+    };
+    let handler = GraphicalReportHandler::new_themed(theme).with_links(false);
+    diagnostics.render_with(&handler)
+}
+
+fn eprint(text: &str) {
+    let _ = write!(std::io::stderr(), "{text}");
+}
+
+/// Loads `path`, printing its warnings; an unreadable or invalid file is the error
+/// message (diagnostics drawn in full).
+fn load_reporting(path: &Path) -> Result<Validated, String> {
+    match load(path) {
+        Ok(validated) => {
+            if !validated.warnings.is_empty() {
+                eprint(&render(&validated.warnings));
+            }
+            Ok(validated)
+        }
+        Err(LoadError::Invalid(diagnostics)) => {
+            eprint(&render(&diagnostics));
+            let errors = diagnostics.errors().count();
+            Err(format!(
+                "{}: invalid blueprint ({errors} {})",
+                path.display(),
+                if errors == 1 { "error" } else { "errors" }
+            ))
+        }
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// `boitata blueprint validate FILE...`: 0 when every file is valid, 1 otherwise.
+pub(crate) fn validate(args: &BlueprintValidateArgs) -> u8 {
+    let mut code = 0;
+    for file in &args.files {
+        match load_reporting(file) {
+            Ok(validated) => {
+                let _ = writeln!(
+                    std::io::stdout(),
+                    "{}: ok (blueprint {}, {} nodes, {} edges)",
+                    file.display(),
+                    validated.blueprint.name,
+                    validated.blueprint.nodes.len(),
+                    validated.blueprint.edges.len()
+                );
+            }
+            Err(message) => {
+                let _ = writeln!(std::io::stderr(), "error: {message}");
+                code = EXIT_FAILED;
+            }
+        }
+    }
+    code
+}
+
+/// `boitata blueprint graph FILE`: the Mermaid flowchart on stdout.
+pub(crate) fn graph(args: &BlueprintGraphArgs) -> Result<u8, CliError> {
+    let validated = load_reporting(&args.file).map_err(CliError::failed)?;
+    let _ = write!(
+        std::io::stdout(),
+        "{}",
+        boitata_blueprint::graph::mermaid(&validated.blueprint)
+    );
+    Ok(0)
+}
+
+/// `boitata run TASK --blueprint FILE_OR_NAME [--param k=v]...`.
+pub(crate) async fn run(global: &GlobalArgs, args: RunArgs) -> Result<u8, CliError> {
+    let name_or_path = args.blueprint.clone().unwrap_or_default();
+    let mut config = session::load_config(global)?;
+    session::override_provider(
+        &mut config,
+        args.provider.as_deref(),
+        args.model.as_deref(),
+        args.script.as_deref(),
+    )?;
+    if let Some(max_turns) = args.max_turns {
+        config.agent.max_turns = max_turns;
+    }
+    let workspace = match &args.workspace {
+        Some(dir) => dir.clone(),
+        None => std::env::current_dir()
+            .map_err(|e| CliError::usage(format!("cannot read the current directory: {e}")))?,
+    };
+    if !workspace.is_dir() {
+        return Err(CliError::usage(format!(
+            "workspace {} is not a directory",
+            workspace.display()
+        )));
+    }
+
+    let path = boitata_blueprint::find(
+        &name_or_path,
+        &boitata_blueprint::load::default_search_dirs(),
+    )
+    .map_err(CliError::usage)?;
+    let blueprint = load_reporting(&path).map_err(CliError::usage)?.blueprint;
+    let params: BTreeMap<String, String> = args.params.iter().cloned().collect();
+    // Refuse before a run is recorded: sandbox nodes without a backend, bad params.
+    let executor = Executor::new(NodeHandlers::host());
+    executor.check(&blueprint).map_err(CliError::usage)?;
+    boitata_blueprint::params::resolve(&blueprint, &params).map_err(CliError::usage)?;
+
+    let store = session::open_store(&config)?;
+    let local = LocalRun::start(
+        store,
+        NewRun {
+            blueprint: Some(blueprint.name.clone()),
+            task: args.task.clone(),
+            params: params
+                .iter()
+                .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+                .collect(),
+            workspace: Some(workspace.display().to_string()),
+            ..NewRun::default()
+        },
+        args.json,
+        Redactor::new(config.secrets()),
+    )?;
+    let request = RunRequest {
+        task: args.task.clone(),
+        params,
+        workspace,
+        runtime: RuntimeSource::Config {
+            config,
+            env: Arc::new(ProcessEnv),
+        },
+        emitter: local.emitter.clone(),
+        cancel: local.cancel.clone(),
+    };
+    match executor.run(&blueprint, request).await {
+        Ok(report) => {
+            if report.status == RunStatus::Succeeded {
+                if let Some(output) = &report.last_output {
+                    local.print_result(output);
+                }
+            }
+            Ok(local.close(report.status))
+        }
+        // Checked above; should it happen anyway, the run is still closed in the store.
+        Err(e) => Ok(local.finish(RunStatus::Failed, Some(e.to_string()))),
+    }
+}

@@ -1,0 +1,574 @@
+//! What the HTTP providers share: their settings ([`HttpOptions`]), sending a JSON
+//! POST with retries and turning failures into [`ProviderError`]s, and reading the
+//! response as Server-Sent Events (`eventsource-stream`) through a per-API decoder.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::pin::Pin;
+use std::time::{Duration, SystemTime};
+
+use eventsource_stream::{Event as SseEvent, EventStreamError, Eventsource};
+use futures::{Stream, StreamExt};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE};
+use reqwest::StatusCode;
+
+use super::retry::{self, RetryPolicy};
+use super::{ModelStream, ProviderError, StreamEvent};
+use crate::config::ProviderConfig;
+use crate::redact::Redactor;
+
+/// The longest API error message kept in an error, in bytes.
+const MAX_ERROR_MESSAGE_BYTES: usize = 2_000;
+/// The most of an error response body read, in bytes.
+const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
+
+/// Settings of an HTTP provider ([`super::openai::OpenAi`], [`super::anthropic::Anthropic`]).
+///
+/// Built from the config by the providers' `from_config`, or by hand (tests, embedders):
+///
+/// ```
+/// use std::time::Duration;
+/// use boitata_core::provider::{HttpOptions, RetryPolicy};
+///
+/// let options = HttpOptions::new("llama3.2")
+///     .base_url("http://127.0.0.1:11434/v1")
+///     .timeout(Duration::from_secs(30))
+///     .retry(RetryPolicy::never());
+/// assert_eq!(options.model, "llama3.2");
+/// ```
+///
+/// Its `Debug` output never shows the API key.
+#[derive(Clone)]
+pub struct HttpOptions {
+    /// The model to ask.
+    pub model: String,
+    /// The API's base URL; `None` means the vendor's.
+    pub base_url: Option<String>,
+    /// The API key, if any.
+    pub api_key: Option<String>,
+    /// How long to wait for the connection, the response headers, and then between two
+    /// reads of the streamed body (an idle timeout: a long answer that keeps streaming
+    /// is never cut).
+    pub timeout: Duration,
+    /// Retries for 429, 5xx and failed connections.
+    pub retry: RetryPolicy,
+}
+
+impl HttpOptions {
+    /// Options for `model` with the vendor's URL, no key, a 120 s timeout and the
+    /// default [`RetryPolicy`].
+    pub fn new(model: impl Into<String>) -> Self {
+        HttpOptions {
+            model: model.into(),
+            base_url: None,
+            api_key: None,
+            timeout: Duration::from_secs(120),
+            retry: RetryPolicy::default(),
+        }
+    }
+
+    /// The options `config` describes: its model (or the provider's default), base
+    /// URL, key, timeout and `max_retries` (with the default waits).
+    pub fn from_config(config: &ProviderConfig) -> Self {
+        HttpOptions {
+            model: config.model_or_default(),
+            base_url: config.base_url.clone(),
+            api_key: config.api_key.clone(),
+            timeout: config.timeout,
+            retry: RetryPolicy::new(config.max_retries),
+        }
+    }
+
+    /// Sets the base URL.
+    pub fn base_url(mut self, url: impl Into<String>) -> Self {
+        self.base_url = Some(url.into());
+        self
+    }
+
+    /// Sets the API key.
+    pub fn api_key(mut self, key: impl Into<String>) -> Self {
+        self.api_key = Some(key.into());
+        self
+    }
+
+    /// Sets the timeout.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Sets the retry policy.
+    pub fn retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+}
+
+impl fmt::Debug for HttpOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpOptions")
+            .field("model", &self.model)
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "[REDACTED]"))
+            .field("timeout", &self.timeout)
+            .field("retry", &self.retry)
+            .finish()
+    }
+}
+
+/// The base URL with surrounding spaces and trailing slashes removed, or `default`.
+pub(crate) fn base_url_or(options: &HttpOptions, default: &str) -> String {
+    options
+        .base_url
+        .as_deref()
+        .map(str::trim)
+        .filter(|url| !url.is_empty())
+        .unwrap_or(default)
+        .trim_end_matches('/')
+        .to_owned()
+}
+
+/// The API key, trimmed, if set and not blank.
+pub(crate) fn api_key(options: &HttpOptions) -> Option<&str> {
+    options
+        .api_key
+        .as_deref()
+        .map(str::trim)
+        .filter(|key| !key.is_empty())
+}
+
+/// A header value holding a secret: marked sensitive so `Debug` never prints it.
+///
+/// # Errors
+/// [`ProviderError::InvalidApiKey`] when the key cannot be sent in a header.
+pub(crate) fn secret_header(
+    provider: &'static str,
+    variable: &'static str,
+    value: &str,
+) -> Result<HeaderValue, ProviderError> {
+    let mut header = HeaderValue::from_str(value).map_err(|_| ProviderError::InvalidApiKey {
+        provider: provider.to_owned(),
+        variable: variable.to_owned(),
+    })?;
+    header.set_sensitive(true);
+    Ok(header)
+}
+
+/// One model API endpoint: a client, a URL, fixed headers (auth included) and a retry
+/// policy.
+pub(crate) struct HttpApi {
+    provider: &'static str,
+    key_variable: &'static str,
+    client: reqwest::Client,
+    url: String,
+    headers: HeaderMap,
+    retry: RetryPolicy,
+    timeout: Duration,
+    redactor: Redactor,
+}
+
+impl fmt::Debug for HttpApi {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // `headers` holds the key; HeaderMap's Debug hides sensitive values, but say
+        // nothing about them at all.
+        f.debug_struct("HttpApi")
+            .field("provider", &self.provider)
+            .field("url", &self.url)
+            .field("retry", &self.retry)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What failed on one attempt that may succeed on the next.
+enum Retryable {
+    RateLimited { retry_after: Option<Duration> },
+    Server { status: u16, message: String },
+    Connect { message: String },
+}
+
+impl HttpApi {
+    /// An endpoint at `url` sending `headers` with every request.
+    ///
+    /// # Errors
+    /// [`ProviderError::Connect`] when the HTTP client cannot be built (TLS setup).
+    pub(crate) fn new(
+        provider: &'static str,
+        key_variable: &'static str,
+        url: String,
+        headers: HeaderMap,
+        options: &HttpOptions,
+    ) -> Result<Self, ProviderError> {
+        let client = reqwest::Client::builder()
+            .connect_timeout(options.timeout)
+            .read_timeout(options.timeout)
+            .user_agent(concat!("boitata/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| ProviderError::Connect {
+                provider: provider.to_owned(),
+                url: url.clone(),
+                message: format!("cannot set up the HTTP client: {e}"),
+            })?;
+        Ok(HttpApi {
+            provider,
+            key_variable,
+            client,
+            url,
+            headers,
+            retry: options.retry,
+            timeout: options.timeout,
+            redactor: Redactor::new(api_key(options)),
+        })
+    }
+
+    /// The URL requests go to.
+    pub(crate) fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// POSTs `body` as JSON, retrying as the policy says, and streams the response's
+    /// Server-Sent Events.
+    ///
+    /// # Errors
+    /// [`ProviderError::Authentication`] (401/403, never retried),
+    /// [`ProviderError::RateLimited`] / [`ProviderError::Http`] /
+    /// [`ProviderError::Connect`] once retries are spent, [`ProviderError::Http`] at
+    /// once for other statuses, [`ProviderError::Timeout`],
+    /// [`ProviderError::MalformedStream`] for a JSON (not event-stream) answer.
+    pub(crate) async fn post_sse(
+        &self,
+        body: &serde_json::Value,
+    ) -> Result<SseStream, ProviderError> {
+        let response = self.post(body).await?;
+        let is_json = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.contains("application/json"));
+        if is_json {
+            let text = self.read_capped(response).await;
+            return Err(self.malformed(format!(
+                "expected a text/event-stream response, got JSON: {}",
+                truncate(&text, 300)
+            )));
+        }
+        Ok(self.events(response))
+    }
+
+    async fn post(&self, body: &serde_json::Value) -> Result<reqwest::Response, ProviderError> {
+        let mut attempts = 0u32;
+        loop {
+            attempts += 1;
+            let sent = self
+                .client
+                .post(&self.url)
+                .headers(self.headers.clone())
+                .json(body)
+                .send()
+                .await;
+            let (failure, retry_after) = match sent {
+                Ok(response) if response.status().is_success() => return Ok(response),
+                Ok(response) => {
+                    let status = response.status();
+                    let retry_after = retry::retry_after(response.headers(), SystemTime::now());
+                    let message = self.api_message(status, response).await;
+                    match status.as_u16() {
+                        401 | 403 => {
+                            return Err(ProviderError::Authentication {
+                                provider: self.provider.to_owned(),
+                                status: status.as_u16(),
+                                variable: self.key_variable.to_owned(),
+                                message,
+                            })
+                        }
+                        429 => (Retryable::RateLimited { retry_after }, retry_after),
+                        500..=599 => (
+                            Retryable::Server {
+                                status: status.as_u16(),
+                                message,
+                            },
+                            retry_after,
+                        ),
+                        other => {
+                            return Err(ProviderError::Http {
+                                provider: self.provider.to_owned(),
+                                status: other,
+                                url: self.url.clone(),
+                                attempts,
+                                message,
+                            })
+                        }
+                    }
+                }
+                Err(e) if e.is_connect() => (
+                    Retryable::Connect {
+                        message: self.transport_message(&e),
+                    },
+                    None,
+                ),
+                Err(e) => return Err(self.transport_error(&e)),
+            };
+            if attempts > self.retry.max_retries {
+                return Err(self.give_up(failure, attempts));
+            }
+            let delay = self.retry.delay(attempts - 1, retry_after);
+            tracing::warn!(
+                provider = self.provider,
+                attempt = attempts,
+                delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                reason = failure.describe(),
+                "retrying model request"
+            );
+            tokio::time::sleep(delay).await;
+        }
+    }
+
+    fn give_up(&self, failure: Retryable, attempts: u32) -> ProviderError {
+        let provider = self.provider.to_owned();
+        match failure {
+            Retryable::RateLimited { retry_after } => ProviderError::RateLimited {
+                provider,
+                attempts,
+                retry_after,
+            },
+            Retryable::Server { status, message } => ProviderError::Http {
+                provider,
+                status,
+                url: self.url.clone(),
+                attempts,
+                message,
+            },
+            Retryable::Connect { message } => ProviderError::Connect {
+                provider,
+                url: self.url.clone(),
+                message,
+            },
+        }
+    }
+
+    /// The API's error message from an error response: `error.message` (both APIs),
+    /// `error` or `message` when a string, else the body text, else the status reason;
+    /// redacted and cut to a readable length.
+    async fn api_message(&self, status: StatusCode, response: reqwest::Response) -> String {
+        let text = self.read_capped(response).await;
+        let from_json = serde_json::from_str::<serde_json::Value>(&text)
+            .ok()
+            .and_then(|json| {
+                [
+                    json.pointer("/error/message"),
+                    json.get("error"),
+                    json.get("message"),
+                    json.get("detail"),
+                ]
+                .into_iter()
+                .flatten()
+                .find_map(|v| v.as_str().map(str::to_owned))
+            });
+        let message = match from_json {
+            Some(message) => message,
+            None if !text.trim().is_empty() => text.trim().to_owned(),
+            None => status
+                .canonical_reason()
+                .unwrap_or("no error message")
+                .to_owned(),
+        };
+        truncate(&self.redactor.redact(&message), MAX_ERROR_MESSAGE_BYTES)
+    }
+
+    /// Up to [`MAX_ERROR_BODY_BYTES`] of the body, lossily decoded; empty when reading
+    /// fails.
+    async fn read_capped(&self, mut response: reqwest::Response) -> String {
+        let mut body = Vec::new();
+        while body.len() < MAX_ERROR_BODY_BYTES {
+            match response.chunk().await {
+                Ok(Some(chunk)) => body.extend_from_slice(&chunk),
+                Ok(None) | Err(_) => break,
+            }
+        }
+        body.truncate(MAX_ERROR_BODY_BYTES);
+        String::from_utf8_lossy(&body).into_owned()
+    }
+
+    /// reqwest's message (URL removed: it is in the error already), redacted.
+    fn transport_message(&self, error: &reqwest::Error) -> String {
+        let mut text = String::new();
+        let mut source: Option<&dyn std::error::Error> = Some(error);
+        while let Some(e) = source {
+            let part = e.to_string();
+            if !text.contains(&part) {
+                if !text.is_empty() {
+                    text.push_str(": ");
+                }
+                text.push_str(&part);
+            }
+            source = e.source();
+        }
+        self.redactor.redact(&text)
+    }
+
+    fn transport_error(&self, error: &reqwest::Error) -> ProviderError {
+        if error.is_timeout() {
+            ProviderError::Timeout {
+                provider: self.provider.to_owned(),
+                timeout: self.timeout,
+            }
+        } else {
+            ProviderError::Connect {
+                provider: self.provider.to_owned(),
+                url: self.url.clone(),
+                message: self.transport_message(error),
+            }
+        }
+    }
+
+    fn malformed(&self, detail: String) -> ProviderError {
+        malformed(self.provider, detail)
+    }
+
+    /// The response body as SSE events, transport and framing errors mapped.
+    fn events(&self, response: reqwest::Response) -> SseStream {
+        let provider = self.provider;
+        let timeout = self.timeout;
+        let redactor = self.redactor.clone();
+        let url = self.url.clone();
+        response
+            .bytes_stream()
+            .eventsource()
+            .map(move |item| {
+                item.map_err(|e| match e {
+                    EventStreamError::Transport(e) if e.is_timeout() => ProviderError::Timeout {
+                        provider: provider.to_owned(),
+                        timeout,
+                    },
+                    EventStreamError::Transport(e) => ProviderError::Connect {
+                        provider: provider.to_owned(),
+                        url: url.clone(),
+                        message: format!(
+                            "the response stream broke: {}",
+                            redactor.redact(&e.to_string())
+                        ),
+                    },
+                    EventStreamError::Utf8(e) => {
+                        malformed(provider, format!("the stream is not UTF-8: {e}"))
+                    }
+                    EventStreamError::Parser(e) => {
+                        malformed(provider, format!("bad event-stream framing: {e}"))
+                    }
+                })
+            })
+            .boxed()
+    }
+}
+
+impl Retryable {
+    fn describe(&self) -> String {
+        match self {
+            Retryable::RateLimited { .. } => "HTTP 429 (rate limited)".to_owned(),
+            Retryable::Server { status, .. } => format!("HTTP {status}"),
+            Retryable::Connect { message } => format!("connection failed: {message}"),
+        }
+    }
+}
+
+/// A [`ProviderError::MalformedStream`] for `provider`.
+pub(crate) fn malformed(provider: &str, detail: String) -> ProviderError {
+    ProviderError::MalformedStream {
+        provider: provider.to_owned(),
+        detail,
+    }
+}
+
+/// At most `max` bytes of `text` (cut on a character boundary), with a marker if cut.
+pub(crate) fn truncate(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} more bytes)", &text[..end], text.len() - end)
+}
+
+/// Server-Sent Events from a response.
+pub(crate) type SseStream = Pin<Box<dyn Stream<Item = Result<SseEvent, ProviderError>> + Send>>;
+
+/// Whether a decoder wants more events.
+pub(crate) enum Flow {
+    /// Read the next event.
+    More,
+    /// The response is complete; stop reading.
+    Done,
+}
+
+/// Turns one API's events into [`StreamEvent`]s.
+pub(crate) trait Decoder: Send + 'static {
+    /// Handles one event, pushing what it completes onto `out`.
+    ///
+    /// # Errors
+    /// A [`ProviderError`] that ends the stream.
+    fn event(
+        &mut self,
+        event: SseEvent,
+        out: &mut VecDeque<StreamEvent>,
+    ) -> Result<Flow, ProviderError>;
+
+    /// The body ended before [`Flow::Done`]: push what remains, or say why the
+    /// response is incomplete.
+    ///
+    /// # Errors
+    /// A [`ProviderError`] when the response was cut short.
+    fn end(&mut self, out: &mut VecDeque<StreamEvent>) -> Result<(), ProviderError>;
+}
+
+/// Runs `decoder` over `events`. The stream ends after the decoder's
+/// [`Flow::Done`], its end, or the first error.
+pub(crate) fn decode<D: Decoder>(events: SseStream, decoder: D) -> ModelStream {
+    struct State<D> {
+        events: SseStream,
+        decoder: D,
+        out: VecDeque<StreamEvent>,
+        finished: bool,
+    }
+    let state = State {
+        events,
+        decoder,
+        out: VecDeque::new(),
+        finished: false,
+    };
+    futures::stream::unfold(state, |mut state| async move {
+        loop {
+            if let Some(event) = state.out.pop_front() {
+                return Some((Ok(event), state));
+            }
+            if state.finished {
+                return None;
+            }
+            let step = match state.events.next().await {
+                Some(Ok(event)) => state
+                    .decoder
+                    .event(event, &mut state.out)
+                    .map(|flow| matches!(flow, Flow::Done)),
+                Some(Err(e)) => Err(e),
+                None => state.decoder.end(&mut state.out).map(|()| true),
+            };
+            match step {
+                Ok(done) => state.finished = done,
+                Err(e) => {
+                    state.finished = true;
+                    state.out.clear();
+                    return Some((Err(e), state));
+                }
+            }
+        }
+    })
+    .boxed()
+}
+
+/// Adds `name: value` to `headers` (both known-valid at compile time).
+pub(crate) fn static_header(headers: &mut HeaderMap, name: &'static str, value: &'static str) {
+    headers.insert(
+        HeaderName::from_static(name),
+        HeaderValue::from_static(value),
+    );
+}

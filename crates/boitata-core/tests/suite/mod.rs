@@ -1,0 +1,4 @@
+mod provider_anthropic;
+mod provider_build;
+mod provider_openai;
+mod provider_scripted;
