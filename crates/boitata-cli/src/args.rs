@@ -39,6 +39,33 @@ pub(crate) enum Command {
         #[command(subcommand)]
         command: BlueprintCommand,
     },
+    /// List Boitata's sandboxes, and remove those whose run is gone.
+    Sandbox {
+        #[command(subcommand)]
+        command: SandboxCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum SandboxCommand {
+    /// List Boitata's sandboxes (containers) and whether their run is live.
+    List(SandboxListArgs),
+    /// Remove every sandbox whose run is no longer live (after a crash or a SIGKILL).
+    Gc(SandboxGcArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct SandboxListArgs {
+    /// Print a JSON array.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct SandboxGcArgs {
+    /// Only say what would be removed.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
 }
 
 #[derive(Debug, Subcommand)]

@@ -6,9 +6,7 @@ use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::sync::Arc;
 
-use boitata_blueprint::{
-    load, Diagnostics, Executor, LoadError, NodeHandlers, RunRequest, RuntimeSource, Validated,
-};
+use boitata_blueprint::{load, Diagnostics, LoadError, RunRequest, RuntimeSource, Validated};
 use boitata_core::config::ProcessEnv;
 use boitata_core::store::NewRun;
 use boitata_core::{Redactor, RunStatus};
@@ -123,10 +121,13 @@ pub(crate) async fn run(global: &GlobalArgs, args: RunArgs) -> Result<u8, CliErr
     .map_err(CliError::usage)?;
     let blueprint = load_reporting(&path).map_err(CliError::usage)?.blueprint;
     let params: BTreeMap<String, String> = args.params.iter().cloned().collect();
-    // Refuse before a run is recorded: sandbox nodes without a backend, bad params.
-    let executor = Executor::new(NodeHandlers::host());
+    // Refuse before a run is recorded: sandbox nodes without a backend, bad params, a
+    // sandbox blueprint without a reachable daemon.
+    let sandboxed = crate::sandbox::SandboxedExecutor::from_env();
+    let executor = &sandboxed.executor;
     executor.check(&blueprint).map_err(CliError::usage)?;
     boitata_blueprint::params::resolve(&blueprint, &params).map_err(CliError::usage)?;
+    sandboxed.preflight(&blueprint).await?;
 
     let store = session::open_store(&config)?;
     let local = LocalRun::start(

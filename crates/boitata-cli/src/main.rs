@@ -10,6 +10,7 @@ mod error;
 mod render;
 mod run;
 mod runs;
+mod sandbox;
 mod session;
 
 use std::io::Write;
@@ -17,7 +18,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::args::{BlueprintCommand, Cli, Command, RunsCommand};
+use crate::args::{BlueprintCommand, Cli, Command, RunsCommand, SandboxCommand};
 use crate::error::CliError;
 
 fn main() -> ExitCode {
@@ -59,6 +60,10 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
         Command::Runs { command } => match command {
             RunsCommand::List(args) => runs::list(&cli.global, args),
             RunsCommand::Show(args) => runs::show(&cli.global, args),
+        },
+        Command::Sandbox { command } => match command {
+            SandboxCommand::List(args) => sandbox::list(&cli.global, args).await,
+            SandboxCommand::Gc(args) => sandbox::gc(&cli.global, args).await,
         },
     }
 }

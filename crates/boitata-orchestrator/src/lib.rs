@@ -8,6 +8,9 @@
 //!   hardened containers);
 //! - [`tracking`]: [`RunSandboxes`], which records every sandbox a run made and
 //!   destroys them all when the run ends, however it ends;
+//! - [`nodes`]: the sandbox node types (`provision`, `checkout`, `exec` with
+//!   `container`) for the blueprint executor, registered by [`SandboxNodes`], which
+//!   is also the executor hook that tears a run's sandboxes down when it ends;
 //! - [`reaper`]: [`gc`](reaper::gc), which removes sandboxes whose run is gone;
 //! - [`archive`]: the tar archives that carry files into a sandbox.
 //!
@@ -34,10 +37,13 @@
 #![deny(missing_docs)]
 
 pub mod archive;
+pub mod nodes;
+pub mod process;
 pub mod reaper;
 pub mod sandbox;
 pub mod tracking;
 
+pub use nodes::{needs_sandbox, SandboxNodes, DEFAULT_AGENT_PORT};
 pub use sandbox::docker::DockerBackend;
 pub use sandbox::{
     CollectOutput, DiscardOutput, ExecSpec, ExecStatus, Hardening, Limits, Network, OutputSink,

@@ -2,7 +2,8 @@
 //! fake model servers, Docker fixtures. Test code only: helpers panic on failure.
 //!
 //! - [`repo`]: real git repositories in temp dirs.
-//! - [`docker`]: Docker fixtures (skip without a daemon, fail under `CI=true`).
+//! - [`docker`]: Docker fixtures (skip locally / fail under `CI=true` without a
+//!   daemon, the base image, cleanup of a run's containers by label).
 //! - [`server`]: a `boitata-server` process on a free port; [`browser`]: a
 //!   headless Chromium behind chromedriver for UI tests.
 //! - [`FakeModel`]: a real HTTP server ([`wiremock`]) standing in for a model API. Queue

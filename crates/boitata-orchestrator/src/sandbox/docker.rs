@@ -12,9 +12,9 @@
 //!   published on `127.0.0.1` only.
 //! - **Exec**: `POST /containers/{id}/exec` + `/exec/{id}/start` (attached, no TTY, no
 //!   stdin), exit code from `GET /exec/{id}/json`. Each exec carries
-//!   [`EXEC_MARKER_ENV`]; at a timeout a second exec kills every process in the
-//!   container whose environment holds that marker, so children that left the
-//!   process group are found too.
+//!   [`EXEC_MARKER_ENV`]; at a timeout or cancellation a second exec kills every
+//!   process in the container whose environment holds that marker, so children that
+//!   left the process group (`setsid`) are found too.
 //! - **Upload**: `PUT /containers/{id}/archive` (a tar stream); never a bind mount.
 
 use std::collections::{BTreeMap, HashMap};
@@ -38,7 +38,7 @@ use tokio::sync::OnceCell;
 use super::{
     ExecSpec, ExecStatus, Network, OutputSink, Sandbox, SandboxError, SandboxId, SandboxInfo,
     SandboxSpec, CREATED_BY, EXEC_MARKER_ENV, LABEL_CREATED_BY, LABEL_HOST, LABEL_NODE, LABEL_PID,
-    LABEL_RUN_ID,
+    LABEL_PID_START, LABEL_RUN_ID,
 };
 
 /// Where the Docker daemon is when `DOCKER_HOST` is unset.
@@ -80,6 +80,7 @@ pub struct DockerBackend {
     client: OnceCell<Docker>,
     host_cpus: OnceCell<Option<f64>>,
     owner_pid: u32,
+    owner_start: Option<u64>,
     owner_host: String,
 }
 
@@ -102,7 +103,8 @@ impl DockerBackend {
             client: OnceCell::new(),
             host_cpus: OnceCell::new(),
             owner_pid: std::process::id(),
-            owner_host: local_host_name(),
+            owner_start: crate::process::start_time(std::process::id()),
+            owner_host: crate::process::host_name(),
         }
     }
 
@@ -170,6 +172,9 @@ impl DockerBackend {
             labels.insert(LABEL_NODE.into(), node.clone());
         }
         labels.insert(LABEL_PID.into(), self.owner_pid.to_string());
+        if let Some(start) = self.owner_start {
+            labels.insert(LABEL_PID_START.into(), start.to_string());
+        }
         labels.insert(LABEL_HOST.into(), self.owner_host.clone());
         labels
     }
@@ -466,16 +471,30 @@ impl Sandbox for DockerBackend {
             }
             Ok(())
         };
-        match spec.timeout {
-            None => pump.await?,
-            Some(limit) => match tokio::time::timeout(limit, pump).await {
-                Ok(result) => result?,
-                Err(_) => {
-                    tracing::debug!(sandbox = %id.short(), "exec timed out after {limit:?}; killing it");
-                    self.kill_marked(docker, id, &marker).await;
-                    return Ok(ExecStatus::TimedOut(limit));
-                }
-            },
+        let deadline = async {
+            match spec.timeout {
+                Some(limit) => tokio::time::sleep(limit).await,
+                None => std::future::pending().await,
+            }
+        };
+        let cancelled = async {
+            match &spec.cancel {
+                Some(token) => token.cancelled().await,
+                None => std::future::pending().await,
+            }
+        };
+        let stopped = tokio::select! {
+            pumped = pump => {
+                pumped?;
+                None
+            }
+            () = deadline => Some(ExecStatus::TimedOut(spec.timeout.unwrap_or_default())),
+            () = cancelled => Some(ExecStatus::Cancelled),
+        };
+        if let Some(status) = stopped {
+            tracing::debug!(sandbox = %id.short(), "exec stopped ({status:?}); killing its processes");
+            self.kill_marked(docker, id, &marker).await;
+            return Ok(status);
         }
         Ok(ExecStatus::Exited(self.exit_code(docker, &exec.id).await?))
     }
@@ -653,19 +672,4 @@ fn short_reason(e: &(dyn std::error::Error + 'static)) -> String {
         source = cause.source();
     }
     text.replace('\n', " ")
-}
-
-/// This machine's host name, for the [`LABEL_HOST`] label.
-fn local_host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
-        .map(|h| h.trim().to_owned())
-        .ok()
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "unknown".to_owned())
-}
-
-/// The host name recorded in the [`LABEL_HOST`] label by sandboxes made here.
-pub fn this_host_name() -> String {
-    local_host_name()
 }

@@ -20,6 +20,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use boitata_core::OutputStream;
 use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
 
 pub mod docker;
 
@@ -34,6 +35,10 @@ pub const CREATED_BY: &str = "boitata";
 /// Label holding the process id of the Boitata process that provisioned a sandbox, so
 /// the reaper can tell a run left `running` by a killed process from a live one.
 pub const LABEL_PID: &str = "boitata.pid";
+/// Label holding the start time (in clock ticks since boot, as `/proc/PID/stat`
+/// gives it) of the process in [`LABEL_PID`], so that a reused pid is not taken for
+/// the owner.
+pub const LABEL_PID_START: &str = "boitata.pid_start";
 /// Label holding the host name of the machine whose process provisioned a sandbox
 /// ([`LABEL_PID`] only means something there).
 pub const LABEL_HOST: &str = "boitata.host";
@@ -261,7 +266,7 @@ impl SandboxSpec {
 }
 
 /// A command to run in a sandbox.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct ExecSpec {
     /// The program and its arguments, run directly (no shell; see [`ExecSpec::shell`]).
     pub argv: Vec<String>,
@@ -276,6 +281,9 @@ pub struct ExecSpec {
     /// Start the command and return at once ([`ExecStatus::Detached`]) instead of
     /// waiting: for daemons such as the in-sandbox agent. Its output is not streamed.
     pub detached: bool,
+    /// Stops the command when fired: every process it started is killed inside the
+    /// sandbox and [`ExecStatus::Cancelled`] returned.
+    pub cancel: Option<CancellationToken>,
 }
 
 impl ExecSpec {
@@ -291,6 +299,7 @@ impl ExecSpec {
             env: BTreeMap::new(),
             timeout: None,
             detached: false,
+            cancel: None,
         }
     }
 
@@ -322,6 +331,12 @@ impl ExecSpec {
         self.detached = true;
         self
     }
+
+    /// Stops the command when `token` fires.
+    pub fn cancel_on(mut self, token: CancellationToken) -> Self {
+        self.cancel = Some(token);
+        self
+    }
 }
 
 /// How an exec ended.
@@ -331,6 +346,9 @@ pub enum ExecStatus {
     Exited(i64),
     /// The command ran past its timeout and was killed, with everything it started.
     TimedOut(Duration),
+    /// The command's cancellation token fired and it was killed, with everything it
+    /// started.
+    Cancelled,
     /// The command was started detached and is still running.
     Detached,
 }
@@ -526,8 +544,9 @@ pub trait Sandbox: Send + Sync {
     async fn provision(&self, spec: &SandboxSpec) -> Result<SandboxId, SandboxError>;
 
     /// Runs `spec` in the sandbox with a closed stdin and no terminal, streaming its
-    /// output to `sink`, and returns how it ended. At `spec.timeout` every process the
-    /// command started (found by [`EXEC_MARKER_ENV`]) is killed inside the sandbox.
+    /// output to `sink`, and returns how it ended. At `spec.timeout`, or when
+    /// `spec.cancel` fires, every process the command started (found by
+    /// [`EXEC_MARKER_ENV`]) is killed inside the sandbox and output stops being read.
     ///
     /// # Errors
     /// [`SandboxError::NotFound`], [`SandboxError::DaemonUnavailable`],

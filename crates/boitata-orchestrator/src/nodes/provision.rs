@@ -1,0 +1,86 @@
+//! `provision`: create a sandbox. Output: the sandbox id.
+//!
+//! Fields: `image` (never pulled: it must exist locally), `cpus`, `memory`, `pids`,
+//! `network` (`bridge`, the default, or `none`), `workdir` (default `/workspace`), and
+//! the common `env` (the sandbox's own environment: no secrets). Every limit not set
+//! takes the backend default ([`Limits`](crate::Limits)); capabilities are all
+//! dropped and `no-new-privileges` is set. On `bridge`, port
+//! [`DEFAULT_AGENT_PORT`](super::DEFAULT_AGENT_PORT) is published on host loopback for
+//! an `agent_sandbox` node.
+
+use async_trait::async_trait;
+use boitata_blueprint::{Node, NodeContext, NodeError, NodeHandler, NodeOutcome, NodeSpec};
+
+use super::{SandboxNodes, DEFAULT_AGENT_PORT};
+use crate::sandbox::{Network, SandboxSpec};
+
+/// The `provision` handler.
+#[derive(Debug, Clone)]
+pub struct Provision {
+    nodes: SandboxNodes,
+}
+
+impl Provision {
+    /// A handler making sandboxes with `nodes`' backend.
+    pub fn new(nodes: SandboxNodes) -> Self {
+        Provision { nodes }
+    }
+}
+
+#[async_trait]
+impl NodeHandler for Provision {
+    async fn run(&self, node: &Node, ctx: &NodeContext) -> Result<NodeOutcome, NodeError> {
+        let NodeSpec::Provision(fields) = &node.spec else {
+            return Err(NodeError::Invalid(format!(
+                "node {:?}: the provision handler cannot run a {} node",
+                node.id,
+                node.node_type()
+            )));
+        };
+        let spec = sandbox_spec(node, fields, ctx.run_id())?;
+        let tracker = self.nodes.run_sandboxes(ctx);
+        let id = tokio::select! {
+            // The provision itself goes on in its own task; teardown destroys what it made.
+            () = ctx.cancel().cancelled() => return Err(NodeError::Cancelled),
+            made = tracker.provision(Some(ctx.node_id()), spec) => made.map_err(NodeError::other)?,
+        };
+        Ok(NodeOutcome::success(id.to_string()))
+    }
+}
+
+/// The sandbox a `provision` node asks for.
+fn sandbox_spec(
+    node: &Node,
+    fields: &boitata_blueprint::ProvisionSpec,
+    run_id: &str,
+) -> Result<SandboxSpec, NodeError> {
+    let invalid = |message: String| NodeError::Invalid(format!("node {:?}: {message}", node.id));
+    let mut spec = SandboxSpec::new(fields.image.trim(), run_id).node(node.id.clone());
+    if let Some(cpus) = fields.cpus {
+        spec.limits.cpus = cpus;
+    }
+    if let Some(memory) = fields.memory_bytes {
+        spec.limits.memory_bytes = memory;
+    }
+    if let Some(pids) = fields.pids {
+        spec.limits.pids = i64::from(pids);
+    }
+    if let Some(workdir) = &fields.workdir {
+        spec.workdir = workdir.trim().to_owned();
+    }
+    spec.network = match fields.network.as_deref().map(str::trim) {
+        None | Some("bridge") => Network::Bridge,
+        Some("none") => Network::None,
+        Some(other) => {
+            return Err(invalid(format!(
+                "network {other:?} is not supported: use bridge or none"
+            )))
+        }
+    };
+    if spec.network == Network::Bridge {
+        spec.ports.push(DEFAULT_AGENT_PORT);
+    }
+    spec.env = node.env.clone();
+    spec.validate().map_err(|e| invalid(e.to_string()))?;
+    Ok(spec)
+}
