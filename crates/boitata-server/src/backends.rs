@@ -3,17 +3,18 @@
 //!
 //! [`Backends::standard`] is the one place that wires them: the host handlers of
 //! `boitata-blueprint` (`exec` without a container, `agent`), plus the sandbox
-//! handlers of `boitata-orchestrator` (`provision`, `checkout`, `exec` in a container,
-//! `agent_sandbox`) registered in [`register_sandbox_handlers`]. Tests use
-//! [`Backends::host_only`] or build their own.
+//! handlers of `boitata-orchestrator` ([`SandboxNodes`]: `provision`, `checkout`,
+//! `exec` in a container, and `agent_sandbox` once it lands there) with the run hook
+//! that destroys a run's sandboxes when it ends. A new backend or node type is one
+//! more `register` line there. Tests use [`Backends::host_only`] or build their own.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use boitata_blueprint::{Executor, NodeHandlers};
-use boitata_orchestrator::reaper::{gc_where, owner_process_alive};
-use boitata_orchestrator::{DockerBackend, Sandbox, SandboxError};
+use boitata_core::store::RunStore;
+use boitata_orchestrator::reaper::{gc_where, judge, Standing};
+use boitata_orchestrator::{DockerBackend, Sandbox, SandboxError, SandboxNodes};
 
 /// The executor runs use, and how to reap sandboxes at start.
 #[derive(Clone)]
@@ -43,45 +44,20 @@ impl Backends {
         }
     }
 
-    /// Host nodes plus the Docker sandbox backend (`DOCKER_HOST` or the default
-    /// socket; it connects on first use, so a server whose runs never provision a
-    /// sandbox never needs a daemon).
+    /// Host nodes plus the Docker sandbox nodes (`provision`, `checkout`, `exec` in a
+    /// container) with their guaranteed teardown, on `DOCKER_HOST` or the default
+    /// socket. The backend connects on first use, so a server whose runs never
+    /// provision a sandbox never needs a daemon.
     pub fn standard() -> Self {
-        let docker = Arc::new(DockerBackend::from_env());
-        let backend: Arc<dyn Sandbox> = docker.clone();
+        let backend: Arc<dyn Sandbox> = Arc::new(DockerBackend::from_env());
+        let sandboxes = SandboxNodes::new(backend.clone());
         let mut handlers = NodeHandlers::host();
-        let mut executor_hooks = Vec::new();
-        register_sandbox_handlers(&mut handlers, &mut executor_hooks, &docker);
-        let executor = executor_hooks
-            .into_iter()
-            .fold(Executor::new(handlers), Executor::with_hook);
+        sandboxes.register(&mut handlers);
         Backends {
-            executor,
+            executor: Executor::new(handlers).with_hook(sandboxes.hook()),
             reaper: Some(Arc::new(SandboxReaper { backend })),
         }
     }
-}
-
-/// Registers the sandbox node handlers and their run hooks (guaranteed teardown) on
-/// `docker`. This is the one line to change when `boitata-orchestrator`'s handlers
-/// land: `boitata_orchestrator::handlers::register(handlers, hooks, docker.clone())`.
-/// Until then sandbox nodes have no handler, so blueprints that use them are reported
-/// at start and not offered.
-fn register_sandbox_handlers(
-    _handlers: &mut NodeHandlers,
-    _hooks: &mut Vec<Arc<dyn boitata_blueprint::RunHooks>>,
-    _docker: &Arc<DockerBackend>,
-) {
-}
-
-/// Which runs a reaper must spare and which it may clean up after.
-#[derive(Debug, Clone, Default)]
-pub struct ReapScope {
-    /// Runs still live in the store (some other process executes them): their
-    /// sandboxes stay.
-    pub live: HashSet<String>,
-    /// Runs this server just marked interrupted: their sandboxes go.
-    pub interrupted: HashSet<String>,
 }
 
 /// What a reaper pass did.
@@ -99,15 +75,17 @@ pub trait OrphanReaper: Send + Sync {
     /// A name for logs (`docker`).
     fn name(&self) -> &str;
 
-    /// Destroys the sandboxes of `scope.interrupted` runs, and those whose owning
-    /// process (on this machine) is gone, sparing `scope.live` runs.
+    /// Destroys the sandboxes whose run has ended in `store` (the runs just marked
+    /// interrupted included) or whose owner process on this machine is gone; keeps
+    /// the others.
     ///
     /// # Errors
     /// A one-line reason when the backend cannot be reached or listed.
-    async fn reap(&self, scope: &ReapScope) -> Result<ReapReport, String>;
+    async fn reap(&self, store: &RunStore) -> Result<ReapReport, String>;
 }
 
-/// The reaper over a [`Sandbox`] backend, using `boitata-orchestrator`'s reaper.
+/// The reaper over a [`Sandbox`] backend: `boitata-orchestrator`'s reaper, judging
+/// each sandbox by its run's status in the store ([`judge`]).
 pub struct SandboxReaper {
     /// The backend.
     pub backend: Arc<dyn Sandbox>,
@@ -119,20 +97,16 @@ impl OrphanReaper for SandboxReaper {
         self.backend.backend_name()
     }
 
-    async fn reap(&self, scope: &ReapScope) -> Result<ReapReport, String> {
-        let result = gc_where(self.backend.as_ref(), |info| {
-            let run = info.run_id();
-            if run.is_some_and(|r| scope.live.contains(r)) {
-                return true;
-            }
-            if run.is_some_and(|r| scope.interrupted.contains(r)) {
-                return false;
-            }
-            // Not one of ours: spare it unless its owner process is known to be gone.
-            owner_process_alive(info) != Some(false)
+    async fn reap(&self, store: &RunStore) -> Result<ReapReport, String> {
+        let report = gc_where(self.backend.as_ref(), |info| {
+            let status = info
+                .run_id()
+                .and_then(|run| store.run(run).ok())
+                .map(|run| run.status);
+            judge(info, status) != Standing::Orphan
         })
-        .await;
-        let report = result.map_err(|e: SandboxError| e.to_string())?;
+        .await
+        .map_err(|e: SandboxError| e.to_string())?;
         Ok(ReapReport {
             removed: report.removed.len(),
             failed: report

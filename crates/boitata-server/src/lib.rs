@@ -38,7 +38,7 @@ pub mod sse;
 mod state;
 mod ui;
 
-pub use backends::{Backends, OrphanReaper, ReapReport, ReapScope};
+pub use backends::{Backends, OrphanReaper, ReapReport, SandboxReaper};
 pub use catalog::{BlueprintCatalog, Rejected};
 pub use error::{AppError, ErrorBody};
 pub use server::{app, Server, ServerError, ServerOptions, DEFAULT_BIND, MAX_BODY_BYTES};

@@ -18,7 +18,7 @@ use tokio::net::TcpListener;
 use tower_http::trace::TraceLayer;
 
 use crate::auth::{self, ApiToken};
-use crate::backends::{Backends, ReapScope};
+use crate::backends::Backends;
 use crate::catalog::{BlueprintCatalog, CatalogError, Rejected};
 use crate::host_guard::{self, HostPolicy};
 use crate::recovery::{recover_interrupted, Recovery};
@@ -176,11 +176,7 @@ impl Server {
             tracing::warn!(run = %run.id, "run was {} when the server stopped: marked failed (interrupted)", run.status);
         }
         if let Some(reaper) = &options.backends.reaper {
-            let scope = ReapScope {
-                live: recovery.live_ids(),
-                interrupted: recovery.interrupted_ids(),
-            };
-            match reaper.reap(&scope).await {
+            match reaper.reap(&store).await {
                 Ok(report) => {
                     if report.removed > 0 {
                         tracing::info!("reaped {} orphaned {} sandboxes", report.removed, reaper.name());
