@@ -9,4 +9,5 @@ mod cancel;
 mod crash_recovery;
 mod rebinding;
 mod run_stream;
+mod sandbox;
 mod ui_browser;

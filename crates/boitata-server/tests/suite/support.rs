@@ -26,6 +26,7 @@ pub(super) struct Setup {
     pub(super) token: Option<String>,
     pub(super) max_concurrent_runs: usize,
     pub(super) allowed_hosts: Vec<String>,
+    pub(super) sandboxes: bool,
 }
 
 impl Default for Setup {
@@ -35,6 +36,7 @@ impl Default for Setup {
             token: None,
             max_concurrent_runs: 4,
             allowed_hosts: Vec::new(),
+            sandboxes: false,
         }
     }
 }
@@ -52,6 +54,12 @@ impl Setup {
 
     pub(super) fn max_concurrent_runs(mut self, n: usize) -> Self {
         self.max_concurrent_runs = n;
+        self
+    }
+
+    /// Runs get the Docker sandbox nodes too (the standard backends).
+    pub(super) fn sandboxes(mut self) -> Self {
+        self.sandboxes = true;
         self
     }
 
@@ -89,7 +97,11 @@ impl TestServer {
         let mut options = ServerOptions::new(&blueprints, dir.path().join("data"), config);
         options.bind = "127.0.0.1:0".parse().unwrap();
         options.env = Arc::new(BTreeMap::<String, String>::new());
-        options.backends = Backends::host_only();
+        options.backends = if setup.sandboxes {
+            Backends::standard()
+        } else {
+            Backends::host_only()
+        };
         options.keep_alive = Duration::from_millis(500);
         options.shutdown_grace = Duration::from_secs(10);
         options.allowed_hosts = setup.allowed_hosts.clone();
