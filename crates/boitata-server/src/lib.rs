@@ -29,6 +29,7 @@ pub mod api;
 pub mod auth;
 pub mod backends;
 pub mod catalog;
+mod ended_runs;
 mod error;
 pub mod host_guard;
 pub mod recovery;

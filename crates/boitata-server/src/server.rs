@@ -157,7 +157,10 @@ impl Server {
             return Err(ServerError::TokenRequired { bind: options.bind });
         }
         if token.is_none() {
-            tracing::warn!("no API token is set: anyone who can reach {} can use the API", options.bind);
+            tracing::warn!(
+                "no API token is set: every program and user of this machine can use the API on {} (set BOITATA_API_TOKEN to require one)",
+                options.bind
+            );
         }
 
         let store = Arc::new(RunStore::open(&options.data_dir)?);

@@ -30,6 +30,7 @@ use boitata_core::store::RunStore;
 use futures::Stream;
 use tokio::sync::broadcast::{self, error::RecvError};
 
+use crate::ended_runs::EventLog;
 use crate::error::AppError;
 use crate::scheduler::LiveEvent;
 use crate::state::AppState;
@@ -87,12 +88,20 @@ pub(crate) async fn run_events(
 
     // Subscribe first, then read the backlog: see the module docs.
     let live = state.scheduler().subscribe(&run.id);
-    let backlog = read_after(&store, &run.id, after).await?;
+    let (log, backlog) = if live.is_none() && run.status.is_final() {
+        // An ended run: its log is complete, and shared with its other subscribers.
+        let log = state.ended_runs().log(&store, &run.id).await?;
+        let start = usize::try_from(after).unwrap_or(usize::MAX).min(log.len());
+        (Some((log, start)), VecDeque::new())
+    } else {
+        (None, read_after(&store, &run.id, after).await?.into())
+    };
     let stream = EventStream {
         store,
         run_id: run.id,
         last_sent: after,
-        backlog: backlog.into(),
+        log,
+        backlog,
         live,
         done: false,
     }
@@ -131,6 +140,8 @@ struct EventStream {
     store: Arc<RunStore>,
     run_id: String,
     last_sent: u64,
+    /// An ended run's shared log and the position in it.
+    log: Option<(EventLog, usize)>,
     backlog: VecDeque<Arc<LiveEvent>>,
     live: Option<broadcast::Receiver<Arc<LiveEvent>>>,
     done: bool,
@@ -149,6 +160,18 @@ impl EventStream {
         loop {
             if self.done {
                 return None;
+            }
+            if let Some((log, position)) = self.log.as_mut() {
+                match log.get(*position).cloned() {
+                    Some(event) => {
+                        *position += 1;
+                        if event.seq > self.last_sent {
+                            return Some(self.send(&event));
+                        }
+                        continue;
+                    }
+                    None => self.log = None,
+                }
             }
             if let Some(event) = self.backlog.pop_front() {
                 if event.seq <= self.last_sent {

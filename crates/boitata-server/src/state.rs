@@ -8,6 +8,7 @@ use boitata_core::store::RunStore;
 
 use crate::auth::ApiToken;
 use crate::catalog::BlueprintCatalog;
+use crate::ended_runs::EndedRuns;
 use crate::host_guard::HostPolicy;
 use crate::scheduler::Scheduler;
 
@@ -24,6 +25,7 @@ struct Inner {
     token: Option<ApiToken>,
     host_policy: HostPolicy,
     keep_alive: Duration,
+    ended_runs: EndedRuns,
 }
 
 impl std::fmt::Debug for AppState {
@@ -54,6 +56,7 @@ impl AppState {
                 token,
                 host_policy,
                 keep_alive,
+                ended_runs: EndedRuns::default(),
             }),
         }
     }
@@ -82,5 +85,9 @@ impl AppState {
 
     pub(crate) fn keep_alive(&self) -> Duration {
         self.inner.keep_alive
+    }
+
+    pub(crate) fn ended_runs(&self) -> &EndedRuns {
+        &self.inner.ended_runs
     }
 }
