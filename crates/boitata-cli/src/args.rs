@@ -131,7 +131,12 @@ pub(crate) struct RemoteArgs {
     #[arg(long, value_name = "URL")]
     pub(crate) remote: Option<String>,
     /// The server's API token (default: $BOITATA_API_TOKEN; prefer the variable: arguments show in `ps`).
-    #[arg(long, value_name = "TOKEN", env = "BOITATA_API_TOKEN", hide_env_values = true)]
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        env = "BOITATA_API_TOKEN",
+        hide_env_values = true
+    )]
     pub(crate) token: Option<String>,
 }
 

@@ -60,8 +60,12 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
             BlueprintCommand::Graph(args) => blueprint::graph(&args),
         },
         Command::Runs { command } => match command {
-            RunsCommand::List(args) if args.remote.remote.is_some() => remote::runs_list(args).await,
-            RunsCommand::Show(args) if args.remote.remote.is_some() => remote::runs_show(args).await,
+            RunsCommand::List(args) if args.remote.remote.is_some() => {
+                remote::runs_list(args).await
+            }
+            RunsCommand::Show(args) if args.remote.remote.is_some() => {
+                remote::runs_show(args).await
+            }
             RunsCommand::List(args) => runs::list(&cli.global, args),
             RunsCommand::Show(args) => runs::show(&cli.global, args),
         },

@@ -41,8 +41,11 @@ impl RemoteClient {
     /// A client for `args.remote` (`http://HOST:PORT`, with or without a trailing `/`).
     fn new(args: &RemoteArgs) -> Result<Self, CliError> {
         let url = args.remote.as_deref().unwrap_or_default().trim();
-        let parsed = reqwest::Url::parse(url)
-            .map_err(|e| CliError::usage(format!("--remote {url:?} is not a URL ({e}); use e.g. http://127.0.0.1:8420")))?;
+        let parsed = reqwest::Url::parse(url).map_err(|e| {
+            CliError::usage(format!(
+                "--remote {url:?} is not a URL ({e}); use e.g. http://127.0.0.1:8420"
+            ))
+        })?;
         if !matches!(parsed.scheme(), "http" | "https") {
             return Err(CliError::usage(format!(
                 "--remote {url:?}: use an http:// or https:// URL"
@@ -68,7 +71,10 @@ impl RemoteClient {
     }
 
     /// Sends `request`; a non-2xx answer becomes the error its status calls for.
-    async fn send(&self, request: reqwest::RequestBuilder) -> Result<reqwest::Response, RemoteError> {
+    async fn send(
+        &self,
+        request: reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, RemoteError> {
         let response = request.send().await.map_err(|e| {
             RemoteError::Unreachable(format!(
                 "cannot reach the server at {}: {} (is boitata-server running there?)",
@@ -84,23 +90,38 @@ impl RemoteClient {
             .json::<serde_json::Value>()
             .await
             .ok()
-            .and_then(|body| body.get("error").and_then(|e| e.as_str()).map(str::to_owned))
+            .and_then(|body| {
+                body.get("error")
+                    .and_then(|e| e.as_str())
+                    .map(str::to_owned)
+            })
             .unwrap_or_else(|| status.to_string());
         Err(match status {
-            StatusCode::UNAUTHORIZED if self.token.is_none() => RemoteError::Refused(status, format!(
+            StatusCode::UNAUTHORIZED if self.token.is_none() => RemoteError::Refused(
+                status,
+                format!(
                 "the server at {} needs an API token: pass --token TOKEN or set BOITATA_API_TOKEN",
                 self.base
-            )),
-            StatusCode::UNAUTHORIZED => RemoteError::Refused(status, format!(
-                "the server at {} refused the token (check --token or BOITATA_API_TOKEN)",
-                self.base
-            )),
-            s if s.is_client_error() => RemoteError::Refused(s, format!("the server refused: {message}")),
+            ),
+            ),
+            StatusCode::UNAUTHORIZED => RemoteError::Refused(
+                status,
+                format!(
+                    "the server at {} refused the token (check --token or BOITATA_API_TOKEN)",
+                    self.base
+                ),
+            ),
+            s if s.is_client_error() => {
+                RemoteError::Refused(s, format!("the server refused: {message}"))
+            }
             _ => RemoteError::Failed(format!("the server failed: {message}")),
         })
     }
 
-    async fn json<T: serde::de::DeserializeOwned>(&self, request: reqwest::RequestBuilder) -> Result<T, RemoteError> {
+    async fn json<T: serde::de::DeserializeOwned>(
+        &self,
+        request: reqwest::RequestBuilder,
+    ) -> Result<T, RemoteError> {
         self.send(request)
             .await?
             .json()
@@ -108,9 +129,16 @@ impl RemoteClient {
             .map_err(|e| RemoteError::Failed(format!("unexpected answer from the server: {e}")))
     }
 
-    async fn create_run(&self, blueprint: &str, task: &str, params: &BTreeMap<String, String>) -> Result<RunRecord, CliError> {
+    async fn create_run(
+        &self,
+        blueprint: &str,
+        task: &str,
+        params: &BTreeMap<String, String>,
+    ) -> Result<RunRecord, CliError> {
         let body = serde_json::json!({ "blueprint": blueprint, "task": task, "params": params });
-        Ok(self.json(self.request(Method::POST, "/api/runs").json(&body)).await?)
+        Ok(self
+            .json(self.request(Method::POST, "/api/runs").json(&body))
+            .await?)
     }
 
     async fn cancel(&self, run_id: &str) -> Result<(), CliError> {
@@ -123,7 +151,11 @@ impl RemoteClient {
     /// Follows the run's events after `after` until `run_finished`, handing each to
     /// `on_event`; resumes a dropped stream with `Last-Event-ID`. Returns the final
     /// status.
-    async fn follow(&self, run_id: &str, mut on_event: impl FnMut(&Event)) -> Result<RunStatus, CliError> {
+    async fn follow(
+        &self,
+        run_id: &str,
+        mut on_event: impl FnMut(&Event),
+    ) -> Result<RunStatus, CliError> {
         let mut last = 0u64;
         let mut failures = 0u32;
         loop {
@@ -146,7 +178,9 @@ impl RemoteClient {
                             }
                         };
                         let event: Event = serde_json::from_str(&message.data).map_err(|e| {
-                            CliError::failed(format!("the server sent an event this client cannot read: {e}"))
+                            CliError::failed(format!(
+                                "the server sent an event this client cannot read: {e}"
+                            ))
                         })?;
                         if event.seq <= last {
                             continue;
@@ -190,7 +224,9 @@ enum RemoteError {
 impl From<RemoteError> for CliError {
     fn from(e: RemoteError) -> Self {
         match e {
-            RemoteError::Unreachable(message) | RemoteError::Refused(_, message) => CliError::usage(message),
+            RemoteError::Unreachable(message) | RemoteError::Refused(_, message) => {
+                CliError::usage(message)
+            }
             RemoteError::Failed(message) => CliError::failed(message),
         }
     }
@@ -240,7 +276,10 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, CliError> {
         tokio::spawn(async move {
             cancel.cancelled().await;
             if let Err(e) = client.cancel(&run_id).await {
-                renderer.note(&format!("could not cancel the run on the server: {}", e.message));
+                renderer.note(&format!(
+                    "could not cancel the run on the server: {}",
+                    e.message
+                ));
             }
         })
     };
@@ -270,7 +309,8 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, CliError> {
 /// First Ctrl-C or SIGTERM: cancel the remote run (it then ends `cancelled` and the
 /// stream says so). Second: exit 130 at once.
 async fn watch_signals(cancel: CancellationToken, renderer: Arc<Renderer>) {
-    let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) else {
+    let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+    else {
         return;
     };
     let mut seen = 0;

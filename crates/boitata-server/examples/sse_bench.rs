@@ -24,7 +24,11 @@ struct Received {
     first_event: Option<Instant>,
 }
 
-async fn subscribe(client: reqwest::Client, url: String, token: Option<String>) -> Result<Received, String> {
+async fn subscribe(
+    client: reqwest::Client,
+    url: String,
+    token: Option<String>,
+) -> Result<Received, String> {
     let mut request = client.get(url).header("accept", "text/event-stream");
     if let Some(token) = token {
         request = request.bearer_auth(token);
@@ -42,7 +46,10 @@ async fn subscribe(client: reqwest::Client, url: String, token: Option<String>) 
     };
     while let Some(message) = stream.next().await {
         let message = message.map_err(|e| e.to_string())?;
-        let seq: u64 = message.id.parse().map_err(|_| format!("bad id {:?}", message.id))?;
+        let seq: u64 = message
+            .id
+            .parse()
+            .map_err(|_| format!("bad id {:?}", message.id))?;
         received.events += 1;
         received.first_event.get_or_insert_with(Instant::now);
         if seq != received.events {
@@ -61,7 +68,11 @@ fn main() -> Result<(), String> {
     if args.len() < 4 {
         return Err("usage: sse_bench URL RUN_ID SUBSCRIBERS [TOKEN]".to_owned());
     }
-    let url = format!("{}/api/runs/{}/events", args[1].trim_end_matches('/'), args[2]);
+    let url = format!(
+        "{}/api/runs/{}/events",
+        args[1].trim_end_matches('/'),
+        args[2]
+    );
     let subscribers: usize = args[3].parse().map_err(|e| format!("SUBSCRIBERS: {e}"))?;
     let token = args.get(4).cloned();
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -299,7 +299,10 @@ pub(crate) async fn list_runs(
     query: Result<Query<ListRuns>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<Vec<RunView>>, AppError> {
     let Query(query) = query?;
-    let limit = query.limit.unwrap_or(DEFAULT_LIST_LIMIT).clamp(1, MAX_LIST_LIMIT);
+    let limit = query
+        .limit
+        .unwrap_or(DEFAULT_LIST_LIMIT)
+        .clamp(1, MAX_LIST_LIMIT);
     let store = state.store().clone();
     let runs = tokio::task::spawn_blocking(move || store.list_runs(limit)).await??;
     Ok(Json(runs.into_iter().map(RunView::from).collect()))

@@ -49,7 +49,11 @@ impl ApiToken {
 }
 
 /// Middleware: refuses a request without the right token (when one is configured).
-pub(crate) async fn require_token(State(state): State<AppState>, request: Request, next: Next) -> Response {
+pub(crate) async fn require_token(
+    State(state): State<AppState>,
+    request: Request,
+    next: Next,
+) -> Response {
     if let Some(token) = state.token() {
         if !token.accepts(request.headers()) {
             return AppError::Unauthorized.into_response();

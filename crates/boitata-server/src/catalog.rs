@@ -216,7 +216,17 @@ mod tests {
         for good in ["hello", "test_fix-loop", "a1"] {
             assert!(is_valid_name(good), "{good}");
         }
-        for bad in ["", "../x", "a/b", "%2e%2e", "/etc/passwd", "A", "a.b", "a b", ".."] {
+        for bad in [
+            "",
+            "../x",
+            "a/b",
+            "%2e%2e",
+            "/etc/passwd",
+            "A",
+            "a.b",
+            "a b",
+            "..",
+        ] {
             assert!(!is_valid_name(bad), "{bad}");
         }
     }

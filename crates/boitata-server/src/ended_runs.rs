@@ -57,14 +57,20 @@ impl EndedRuns {
 
     /// The whole log of `run_id`, which must have ended (its status is final, so its
     /// `run_finished` is stored). Concurrent callers for the same run share one read.
-    pub(crate) async fn log(&self, store: &Arc<RunStore>, run_id: &str) -> Result<EventLog, AppError> {
+    pub(crate) async fn log(
+        &self,
+        store: &Arc<RunStore>,
+        run_id: &str,
+    ) -> Result<EventLog, AppError> {
         let slot = self.slot(run_id);
         let log = slot
             .get_or_try_init(|| async {
                 let store = store.clone();
                 let id = run_id.to_owned();
                 let events = tokio::task::spawn_blocking(move || store.events(&id, 0)).await??;
-                Ok::<EventLog, AppError>(events.iter().map(|e| Arc::new(LiveEvent::new(e))).collect())
+                Ok::<EventLog, AppError>(
+                    events.iter().map(|e| Arc::new(LiveEvent::new(e))).collect(),
+                )
             })
             .await?
             .clone();

@@ -106,7 +106,7 @@ impl HostPolicy {
         let (host_name, host_port) = split_authority(host);
         let same = origin_name == host_name
             && origin_port.unwrap_or(default_port) == host_port.unwrap_or(default_port);
-        same || self.allowed_names.iter().any(|n| *n == origin_name)
+        same || self.allowed_names.contains(&origin_name)
     }
 }
 
@@ -139,7 +139,11 @@ fn split_authority(authority: &str) -> (String, Option<u16>) {
 }
 
 /// Middleware: applies the state's [`HostPolicy`].
-pub(crate) async fn check_host(State(state): State<AppState>, request: Request, next: Next) -> Response {
+pub(crate) async fn check_host(
+    State(state): State<AppState>,
+    request: Request,
+    next: Next,
+) -> Response {
     if let Err(e) = state.host_policy().check(request.headers(), request.uri()) {
         return e.into_response();
     }
@@ -158,7 +162,9 @@ mod tests {
         if let Some(origin) = origin {
             headers.insert(header::ORIGIN, HeaderValue::from_str(origin).unwrap());
         }
-        policy.check(&headers, &Uri::from_static("/api/runs")).is_ok()
+        policy
+            .check(&headers, &Uri::from_static("/api/runs"))
+            .is_ok()
     }
 
     #[test]
@@ -175,7 +181,12 @@ mod tests {
         ] {
             assert!(check(&policy, ok, None), "{ok}");
         }
-        for bad in ["evil.example:8420", "127.0.0.1.evil.example", "localhost.evil.example", ""] {
+        for bad in [
+            "evil.example:8420",
+            "127.0.0.1.evil.example",
+            "localhost.evil.example",
+            "",
+        ] {
             assert!(!check(&policy, bad, None), "{bad}");
         }
     }
@@ -183,11 +194,27 @@ mod tests {
     #[test]
     fn origins() {
         let policy = HostPolicy::new(["boitata.example.com"]);
-        assert!(check(&policy, "127.0.0.1:8420", Some("http://127.0.0.1:8420")));
+        assert!(check(
+            &policy,
+            "127.0.0.1:8420",
+            Some("http://127.0.0.1:8420")
+        ));
         assert!(check(&policy, "localhost:80", Some("http://localhost")));
-        assert!(check(&policy, "127.0.0.1:8420", Some("https://boitata.example.com")));
-        assert!(!check(&policy, "127.0.0.1:8420", Some("http://127.0.0.1:9999")));
-        assert!(!check(&policy, "127.0.0.1:8420", Some("http://evil.example")));
+        assert!(check(
+            &policy,
+            "127.0.0.1:8420",
+            Some("https://boitata.example.com")
+        ));
+        assert!(!check(
+            &policy,
+            "127.0.0.1:8420",
+            Some("http://127.0.0.1:9999")
+        ));
+        assert!(!check(
+            &policy,
+            "127.0.0.1:8420",
+            Some("http://evil.example")
+        ));
         assert!(!check(&policy, "127.0.0.1:8420", Some("http://1.2.3.4")));
         assert!(!check(&policy, "127.0.0.1:8420", Some("null")));
     }

@@ -25,6 +25,8 @@
 //! # }
 //! ```
 
+#![deny(missing_docs)]
+
 pub mod api;
 pub mod auth;
 pub mod backends;

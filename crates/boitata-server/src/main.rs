@@ -42,7 +42,10 @@ struct Args {
 fn main() -> ExitCode {
     let args = Args::parse();
     init_tracing();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => return fail(2, &format!("cannot start the async runtime: {e}")),
     };
@@ -69,13 +72,19 @@ async fn run(args: Args) -> ExitCode {
 
     let server = match Server::start(options).await {
         Ok(server) => server,
-        Err(e @ (ServerError::TokenRequired { .. } | ServerError::Catalog(_) | ServerError::Store(_))) => {
-            return fail(2, &e.to_string())
-        }
+        Err(
+            e @ (ServerError::TokenRequired { .. }
+            | ServerError::Catalog(_)
+            | ServerError::Store(_)),
+        ) => return fail(2, &e.to_string()),
         Err(e) => return fail(1, &e.to_string()),
     };
     // Tests and scripts read this line to learn the port.
-    let _ = writeln!(std::io::stderr(), "boitata-server listening on http://{}", server.local_addr());
+    let _ = writeln!(
+        std::io::stderr(),
+        "boitata-server listening on http://{}",
+        server.local_addr()
+    );
     match server.serve(shutdown_signal()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(1, &e.to_string()),

@@ -40,7 +40,10 @@ impl Recovery {
 ///
 /// # Errors
 /// [`StoreError`] when the store cannot be read or written.
-pub fn recover_interrupted(store: &Arc<RunStore>, redactor: &Redactor) -> Result<Recovery, StoreError> {
+pub fn recover_interrupted(
+    store: &Arc<RunStore>,
+    redactor: &Redactor,
+) -> Result<Recovery, StoreError> {
     let mut recovery = Recovery::default();
     for run in store.live_runs()? {
         if run.owner_pid.is_some_and(owner_alive) {
@@ -48,10 +51,16 @@ pub fn recover_interrupted(store: &Arc<RunStore>, redactor: &Redactor) -> Result
             continue;
         }
         let next_seq = store.last_seq(&run.id)? + 1;
-        let emitter = Emitter::resuming(run.id.clone(), next_seq, Some(store.clone()), redactor.clone());
-        let owner = run
-            .owner_pid
-            .map_or_else(|| "an unknown process".to_owned(), |pid| format!("process {pid}"));
+        let emitter = Emitter::resuming(
+            run.id.clone(),
+            next_seq,
+            Some(store.clone()),
+            redactor.clone(),
+        );
+        let owner = run.owner_pid.map_or_else(
+            || "an unknown process".to_owned(),
+            |pid| format!("process {pid}"),
+        );
         let error = format!(
             "interrupted: the server ({owner}) stopped while the run was {}; it was marked failed when the server started again",
             run.status
@@ -110,9 +119,17 @@ mod tests {
             .unwrap();
         let emitter = Emitter::new(orphan.id.clone(), Some(store.clone()), Redactor::default());
         emitter
-            .emit(None, EventPayload::AgentMessage { text: "before".into() })
+            .emit(
+                None,
+                EventPayload::AgentMessage {
+                    text: "before".into(),
+                },
+            )
             .unwrap();
-        let mut sleeper = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let mut sleeper = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
         let alive = store
             .create_run(&NewRun {
                 task: "t".into(),
@@ -125,14 +142,20 @@ mod tests {
         sleeper.kill().unwrap();
         sleeper.wait().unwrap();
 
-        assert_eq!(recovery.interrupted_ids(), HashSet::from([orphan.id.clone()]));
+        assert_eq!(
+            recovery.interrupted_ids(),
+            HashSet::from([orphan.id.clone()])
+        );
         assert_eq!(recovery.live_ids(), HashSet::from([alive.id.clone()]));
         let after = store.run(&orphan.id).unwrap();
         assert_eq!(after.status, RunStatus::Failed);
         assert!(after.error.unwrap().starts_with("interrupted"));
         let events = store.events(&orphan.id, 0).unwrap();
         assert_eq!(events.len(), 2);
-        assert!(matches!(events[1].payload, EventPayload::RunFinished { .. }));
+        assert!(matches!(
+            events[1].payload,
+            EventPayload::RunFinished { .. }
+        ));
         assert_eq!(store.run(&alive.id).unwrap().status, RunStatus::Running);
     }
 }

@@ -133,7 +133,9 @@ impl Scheduler {
         params: BTreeMap<String, String>,
     ) -> Result<RunRecord, AppError> {
         if self.inner.closing.is_cancelled() {
-            return Err(AppError::Unavailable("the server is shutting down".to_owned()));
+            return Err(AppError::Unavailable(
+                "the server is shutting down".to_owned(),
+            ));
         }
         self.inner
             .executor
@@ -193,7 +195,10 @@ impl Scheduler {
                     None,
                     EventPayload::RunFinished {
                         status: RunStatus::Failed,
-                        error: Some("internal error: the run's task panicked (see the server log)".to_owned()),
+                        error: Some(
+                            "internal error: the run's task panicked (see the server log)"
+                                .to_owned(),
+                        ),
                     },
                 );
             }
@@ -274,7 +279,8 @@ impl Scheduler {
             Err(AppError::Conflict(format!(
                 "run {} is not executed by this server (it belongs to process {})",
                 run.id,
-                run.owner_pid.map_or_else(|| "?".to_owned(), |p| p.to_string())
+                run.owner_pid
+                    .map_or_else(|| "?".to_owned(), |p| p.to_string())
             )))
         }
     }
@@ -293,8 +299,11 @@ impl Scheduler {
     /// end (their cleanup included).
     pub(crate) async fn shutdown(&self, grace: Duration) {
         self.inner.closing.cancel();
-        let cancelled: Vec<CancellationToken> =
-            self.live().values().map(|live| live.cancel.clone()).collect();
+        let cancelled: Vec<CancellationToken> = self
+            .live()
+            .values()
+            .map(|live| live.cancel.clone())
+            .collect();
         if !cancelled.is_empty() {
             tracing::info!("cancelling {} live runs", cancelled.len());
         }
@@ -302,7 +311,10 @@ impl Scheduler {
             token.cancel();
         }
         self.inner.tasks.close();
-        if tokio::time::timeout(grace, self.inner.tasks.wait()).await.is_err() {
+        if tokio::time::timeout(grace, self.inner.tasks.wait())
+            .await
+            .is_err()
+        {
             tracing::warn!(
                 "{} runs did not end within {grace:?}; the next start marks them interrupted",
                 self.live_count()

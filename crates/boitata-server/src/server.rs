@@ -72,7 +72,11 @@ impl std::fmt::Debug for ServerOptions {
 impl ServerOptions {
     /// Options with the defaults: bind [`DEFAULT_BIND`], the process environment,
     /// [`Backends::standard`], keep-alives every 15 s, 30 s to shut down.
-    pub fn new(blueprints_dir: impl Into<PathBuf>, data_dir: impl Into<PathBuf>, config: Config) -> Self {
+    pub fn new(
+        blueprints_dir: impl Into<PathBuf>,
+        data_dir: impl Into<PathBuf>,
+        config: Config,
+    ) -> Self {
         ServerOptions {
             bind: SocketAddr::from(([127, 0, 0, 1], 8420)),
             blueprints_dir: blueprints_dir.into(),
@@ -88,7 +92,11 @@ impl ServerOptions {
 
     /// The API token from the config (already overridden by `BOITATA_API_TOKEN`).
     pub fn token(&self) -> Option<ApiToken> {
-        self.config.server.api_token.as_deref().and_then(ApiToken::new)
+        self.config
+            .server
+            .api_token
+            .as_deref()
+            .and_then(ApiToken::new)
     }
 }
 
@@ -182,7 +190,11 @@ impl Server {
             match reaper.reap(&store).await {
                 Ok(report) => {
                     if report.removed > 0 {
-                        tracing::info!("reaped {} orphaned {} sandboxes", report.removed, reaper.name());
+                        tracing::info!(
+                            "reaped {} orphaned {} sandboxes",
+                            report.removed,
+                            reaper.name()
+                        );
                     }
                     for failure in report.failed {
                         tracing::warn!("could not reap sandbox {failure}");
@@ -201,7 +213,11 @@ impl Server {
             .iter()
             .filter_map(|entry| {
                 executor.check(&entry.blueprint).err().map(|e| {
-                    (entry.blueprint.name.clone(), entry.file.clone(), e.to_string())
+                    (
+                        entry.blueprint.name.clone(),
+                        entry.file.clone(),
+                        e.to_string(),
+                    )
                 })
             })
             .collect();
@@ -213,7 +229,11 @@ impl Server {
             });
         }
         for r in &rejected {
-            tracing::warn!("blueprint {} is not offered:\n{}", r.file.display(), r.reason);
+            tracing::warn!(
+                "blueprint {} is not offered:\n{}",
+                r.file.display(),
+                r.reason
+            );
         }
         tracing::info!(
             "offering {} blueprints from {}",
@@ -221,12 +241,13 @@ impl Server {
             options.blueprints_dir.display()
         );
 
-        let listener = TcpListener::bind(options.bind)
-            .await
-            .map_err(|source| ServerError::Bind {
-                bind: options.bind,
-                source,
-            })?;
+        let listener =
+            TcpListener::bind(options.bind)
+                .await
+                .map_err(|source| ServerError::Bind {
+                    bind: options.bind,
+                    source,
+                })?;
         let local_addr = listener.local_addr().map_err(|source| ServerError::Bind {
             bind: options.bind,
             source,
@@ -287,7 +308,10 @@ impl Server {
     ///
     /// # Errors
     /// [`ServerError::Serve`] when accepting connections fails.
-    pub async fn serve(self, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), ServerError> {
+    pub async fn serve(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), ServerError> {
         let scheduler = self.scheduler.clone();
         let grace = self.shutdown_grace;
         let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();

@@ -69,7 +69,11 @@ pub(crate) async fn run_events(
             .to_str()
             .ok()
             .and_then(|v| v.trim().parse::<u64>().ok())
-            .ok_or_else(|| AppError::BadRequest("Last-Event-ID must be an event seq (a whole number)".to_owned()))?,
+            .ok_or_else(|| {
+                AppError::BadRequest(
+                    "Last-Event-ID must be an event seq (a whole number)".to_owned(),
+                )
+            })?,
     };
     let store = state.store().clone();
     let run = {
@@ -128,7 +132,11 @@ fn wants_json(headers: &HeaderMap) -> bool {
 }
 
 /// The stored events after `after`, serialized.
-async fn read_after(store: &Arc<RunStore>, run_id: &str, after: u64) -> Result<Vec<Arc<LiveEvent>>, AppError> {
+async fn read_after(
+    store: &Arc<RunStore>,
+    run_id: &str,
+    after: u64,
+) -> Result<Vec<Arc<LiveEvent>>, AppError> {
     let store = store.clone();
     let run_id = run_id.to_owned();
     let events = tokio::task::spawn_blocking(move || store.events(&run_id, after)).await??;

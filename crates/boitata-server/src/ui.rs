@@ -25,19 +25,40 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-
 /// The UI's routes.
 pub(crate) fn routes() -> Router<AppState> {
     Router::new()
-        .route("/", get(|| async { asset("text/html; charset=utf-8", INDEX_HTML) }))
-        .route("/ui/app.js", get(|| async { asset("text/javascript; charset=utf-8", APP_JS) }))
-        .route("/ui/app.css", get(|| async { asset("text/css; charset=utf-8", APP_CSS) }))
-        .route("/ui/favicon.svg", get(|| async { asset("image/svg+xml", FAVICON_SVG) }))
+        .route(
+            "/",
+            get(|| async { asset("text/html; charset=utf-8", INDEX_HTML) }),
+        )
+        .route(
+            "/ui/app.js",
+            get(|| async { asset("text/javascript; charset=utf-8", APP_JS) }),
+        )
+        .route(
+            "/ui/app.css",
+            get(|| async { asset("text/css; charset=utf-8", APP_CSS) }),
+        )
+        .route(
+            "/ui/favicon.svg",
+            get(|| async { asset("image/svg+xml", FAVICON_SVG) }),
+        )
 }
 
 fn asset(content_type: &'static str, body: &'static str) -> Response {
     (
         [
             (header::CONTENT_TYPE, HeaderValue::from_static(content_type)),
-            (header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP)),
-            (header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff")),
-            (header::REFERRER_POLICY, HeaderValue::from_static("no-referrer")),
+            (
+                header::CONTENT_SECURITY_POLICY,
+                HeaderValue::from_static(CSP),
+            ),
+            (
+                header::X_CONTENT_TYPE_OPTIONS,
+                HeaderValue::from_static("nosniff"),
+            ),
+            (
+                header::REFERRER_POLICY,
+                HeaderValue::from_static("no-referrer"),
+            ),
             (header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY")),
             (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
             (

@@ -15,8 +15,8 @@
 //! CI must not skip browser tests (`scripts/test.sh` installs both packages).
 
 use std::net::TcpStream;
-use std::path::PathBuf;
 use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -53,8 +53,12 @@ pub fn chromedriver(test: &str) -> Option<ChromeDriver> {
     let chromium = which("chromium").or_else(|| which("chromium-browser"));
     let driver = which("chromedriver");
     let (Some(chromium), Some(driver)) = (chromium, driver) else {
-        let reason = "chromium and chromedriver are needed (apt-get install chromium chromium-driver)";
-        assert!(!in_ci(), "{test}: {reason}; CI=true, so this is a failure, not a skip");
+        let reason =
+            "chromium and chromedriver are needed (apt-get install chromium chromium-driver)";
+        assert!(
+            !in_ci(),
+            "{test}: {reason}; CI=true, so this is a failure, not a skip"
+        );
         println!("skipping {test}: {reason}");
         return None;
     };
@@ -79,7 +83,10 @@ pub fn chromedriver(test: &str) -> Option<ChromeDriver> {
         if let Some(status) = driver.child.try_wait().unwrap() {
             panic!("chromedriver exited ({status}) before listening on port {port}");
         }
-        assert!(Instant::now() < deadline, "chromedriver did not listen within 30s");
+        assert!(
+            Instant::now() < deadline,
+            "chromedriver did not listen within 30s"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     Some(driver)

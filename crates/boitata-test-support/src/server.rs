@@ -54,7 +54,12 @@ impl ServerBuilder {
     fn command(&self, config_dir: &Path) -> Command {
         let mut command = Command::new(&self.binary);
         command.args(&self.args);
-        let has = |flag: &str| self.args.iter().any(|a| a.to_str().is_some_and(|a| a == flag || a.starts_with(&format!("{flag}="))));
+        let has = |flag: &str| {
+            self.args.iter().any(|a| {
+                a.to_str()
+                    .is_some_and(|a| a == flag || a.starts_with(&format!("{flag}=")))
+            })
+        };
         if !has("--bind") {
             command.args(["--bind", "127.0.0.1:0"]);
         }
@@ -63,14 +68,22 @@ impl ServerBuilder {
             std::fs::write(&config, "").unwrap();
             command.arg("--config").arg(config);
         }
-        for name in ["BOITATA_API_TOKEN", "BOITATA_CONFIG", "BOITATA_DATA_DIR", "BOITATA_BLUEPRINTS_DIR"] {
+        for name in [
+            "BOITATA_API_TOKEN",
+            "BOITATA_CONFIG",
+            "BOITATA_DATA_DIR",
+            "BOITATA_BLUEPRINTS_DIR",
+        ] {
             command.env_remove(name);
         }
         command.env("BOITATA_LOG", "info");
         for (name, value) in &self.envs {
             command.env(name, value);
         }
-        command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
+        command
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
         command
     }
 
@@ -80,9 +93,10 @@ impl ServerBuilder {
     /// When it exits first or does not listen in time; the message holds its stderr.
     pub fn start(self) -> ServerProcess {
         let config_dir = tempfile::tempdir().unwrap();
-        let mut child = self.command(config_dir.path()).spawn().unwrap_or_else(|e| {
-            panic!("cannot start {}: {e}", self.binary.display())
-        });
+        let mut child = self
+            .command(config_dir.path())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", self.binary.display()));
         let log = Arc::new(Mutex::new(String::new()));
         let (tx, rx) = mpsc::channel();
         let stderr = child.stderr.take().unwrap();
@@ -117,7 +131,10 @@ impl ServerBuilder {
             }
             if Instant::now() > deadline {
                 let _ = child.kill();
-                panic!("boitata-server did not listen within 60s:\n{}", log.lock().unwrap());
+                panic!(
+                    "boitata-server did not listen within 60s:\n{}",
+                    log.lock().unwrap()
+                );
             }
         }
     }
@@ -132,7 +149,12 @@ impl ServerBuilder {
             if let Some(status) = child.try_wait().unwrap() {
                 let mut text = String::new();
                 use std::io::Read;
-                child.stderr.take().unwrap().read_to_string(&mut text).unwrap();
+                child
+                    .stderr
+                    .take()
+                    .unwrap()
+                    .read_to_string(&mut text)
+                    .unwrap();
                 return (status, text);
             }
             if Instant::now() > deadline {
@@ -222,7 +244,11 @@ pub fn workspace_binary(name: &str) -> PathBuf {
     if path.is_file() {
         return path;
     }
-    let package = if name == "boitata" { "boitata-cli" } else { name };
+    let package = if name == "boitata" {
+        "boitata-cli"
+    } else {
+        name
+    };
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let mut command = Command::new(cargo);
     command.args(["build", "-p", package, "--bin", name]);
@@ -230,8 +256,15 @@ pub fn workspace_binary(name: &str) -> PathBuf {
         command.arg("--release");
     }
     let status = command.status().unwrap();
-    assert!(status.success(), "cargo build -p {package} --bin {name} failed");
-    assert!(path.is_file(), "{} is still missing after cargo build", path.display());
+    assert!(
+        status.success(),
+        "cargo build -p {package} --bin {name} failed"
+    );
+    assert!(
+        path.is_file(),
+        "{} is still missing after cargo build",
+        path.display()
+    );
     path
 }
 

@@ -38,7 +38,11 @@ nodes:
 fn server(home: &Path, token: Option<&str>) -> ServerProcess {
     let blueprints = home.join("blueprints");
     std::fs::create_dir_all(&blueprints).unwrap();
-    for (file, yaml) in [("two_steps.yaml", TWO_STEPS), ("fails.yaml", FAILS), ("long.yaml", LONG)] {
+    for (file, yaml) in [
+        ("two_steps.yaml", TWO_STEPS),
+        ("fails.yaml", FAILS),
+        ("long.yaml", LONG),
+    ] {
         std::fs::write(blueprints.join(file), yaml).unwrap();
     }
     let mut builder = ServerProcess::builder(workspace_binary("boitata-server"))
@@ -71,7 +75,10 @@ fn events(stdout: &[u8]) -> Vec<Event> {
 
 /// Each event's type and node, and each node's whole output, which do not depend on
 /// where the run ran.
-fn shape(events: &[Event]) -> (Vec<(String, Option<String>)>, Vec<(String, String)>) {
+/// `(type, node)` of every event but output; `(node:stream, text)` of the output.
+type Shape = (Vec<(String, Option<String>)>, Vec<(String, String)>);
+
+fn shape(events: &[Event]) -> Shape {
     let kinds = events
         .iter()
         .filter(|e| e.payload.kind() != "exec_output")
@@ -134,11 +141,29 @@ fn remote_and_local_runs_show_the_same_events_output_and_exit_codes() {
             .output()
             .unwrap();
         let remote = boitata(home.path())
-            .args(["run", task, "--json", "--blueprint", name, "--remote", server.url()])
+            .args([
+                "run",
+                task,
+                "--json",
+                "--blueprint",
+                name,
+                "--remote",
+                server.url(),
+            ])
             .output()
             .unwrap();
-        assert_eq!(local.status.code(), Some(expected_code), "local: {}", String::from_utf8_lossy(&local.stderr));
-        assert_eq!(remote.status.code(), Some(expected_code), "remote: {}", String::from_utf8_lossy(&remote.stderr));
+        assert_eq!(
+            local.status.code(),
+            Some(expected_code),
+            "local: {}",
+            String::from_utf8_lossy(&local.stderr)
+        );
+        assert_eq!(
+            remote.status.code(),
+            Some(expected_code),
+            "remote: {}",
+            String::from_utf8_lossy(&remote.stderr)
+        );
         let (local_events, remote_events) = (events(&local.stdout), events(&remote.stdout));
         assert_eq!(shape(&local_events), shape(&remote_events), "{name}");
         assert_eq!(remote_events.last().unwrap().payload.kind(), "run_finished");
@@ -169,7 +194,10 @@ fn remote_and_local_runs_show_the_same_events_output_and_exit_codes() {
             "{name}: human progress"
         );
         if name == "two_steps" {
-            assert_eq!(String::from_utf8_lossy(&remote.stdout), "HELLO WORLD\nthe task\n");
+            assert_eq!(
+                String::from_utf8_lossy(&remote.stdout),
+                "HELLO WORLD\nthe task\n"
+            );
         }
     }
 }
@@ -189,7 +217,17 @@ fn params_go_to_the_server_and_its_refusals_are_usage_errors() {
     let home = tempfile::tempdir().unwrap();
     let server = server(home.path(), None);
     let output = boitata(home.path())
-        .args(["run", "t", "--json", "--blueprint", "two_steps", "--param", "who=remote", "--remote", server.url()])
+        .args([
+            "run",
+            "t",
+            "--json",
+            "--blueprint",
+            "two_steps",
+            "--param",
+            "who=remote",
+            "--remote",
+            server.url(),
+        ])
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(0));
@@ -201,7 +239,10 @@ fn params_go_to_the_server_and_its_refusals_are_usage_errors() {
     for (args, message) in [
         (vec!["--blueprint", "nope"], "no blueprint named \"nope\""),
         (vec!["--blueprint", "../two_steps"], "never a path"),
-        (vec!["--blueprint", "two_steps", "--param", "whom=x"], "not declared"),
+        (
+            vec!["--blueprint", "two_steps", "--param", "whom=x"],
+            "not declared",
+        ),
         (vec![], "--remote needs --blueprint NAME"),
     ] {
         let output = boitata(home.path())
@@ -214,13 +255,30 @@ fn params_go_to_the_server_and_its_refusals_are_usage_errors() {
         assert!(stderr.contains(message), "{args:?}: {stderr}");
     }
     let output = boitata(home.path())
-        .args(["run", "t", "--blueprint", "two_steps", "--remote", "http://127.0.0.1:9"])
+        .args([
+            "run",
+            "t",
+            "--blueprint",
+            "two_steps",
+            "--remote",
+            "http://127.0.0.1:9",
+        ])
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&output.stderr).contains("cannot reach the server at http://127.0.0.1:9"));
+    assert!(String::from_utf8_lossy(&output.stderr)
+        .contains("cannot reach the server at http://127.0.0.1:9"));
     let output = boitata(home.path())
-        .args(["run", "t", "--blueprint", "two_steps", "--remote", server.url(), "--workspace", "."])
+        .args([
+            "run",
+            "t",
+            "--blueprint",
+            "two_steps",
+            "--remote",
+            server.url(),
+            "--workspace",
+            ".",
+        ])
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(2));
@@ -233,7 +291,11 @@ fn the_token_comes_from_the_flag_or_the_environment() {
     let server = server(home.path(), Some(token));
     let base = ["run", "t", "--json", "--blueprint", "two_steps", "--remote"];
 
-    let output = boitata(home.path()).args(base).arg(server.url()).output().unwrap();
+    let output = boitata(home.path())
+        .args(base)
+        .arg(server.url())
+        .output()
+        .unwrap();
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("needs an API token"));
 
@@ -252,7 +314,12 @@ fn the_token_comes_from_the_flag_or_the_environment() {
         .args(["--token", token])
         .output()
         .unwrap();
-    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
 
     let output = boitata(home.path())
         .args(base)
@@ -272,7 +339,15 @@ fn ctrl_c_cancels_the_remote_run_and_exits_130() {
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("HOME", home.path())
-        .args(["run", "wait", "--json", "--blueprint", "long", "--remote", server.url()])
+        .args([
+            "run",
+            "wait",
+            "--json",
+            "--blueprint",
+            "long",
+            "--remote",
+            server.url(),
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -283,8 +358,9 @@ fn ctrl_c_cancels_the_remote_run_and_exits_130() {
     loop {
         let line = lines.next().expect("the run printed no output").unwrap();
         let event: Event = serde_json::from_str(&line).unwrap();
-        if matches!(&event.payload, EventPayload::ExecOutput { chunk, .. } if chunk.contains("started")) {
-            run_id = event.run_id.clone();
+        if matches!(&event.payload, EventPayload::ExecOutput { chunk, .. } if chunk.contains("started"))
+        {
+            run_id = event.run_id;
             break;
         }
         assert!(Instant::now() < deadline);
@@ -294,7 +370,9 @@ fn ctrl_c_cancels_the_remote_run_and_exits_130() {
         nix::sys::signal::Signal::SIGINT,
     )
     .unwrap();
-    let rest: Vec<Event> = lines.map(|l| serde_json::from_str(&l.unwrap()).unwrap()).collect();
+    let rest: Vec<Event> = lines
+        .map(|l| serde_json::from_str(&l.unwrap()).unwrap())
+        .collect();
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(130));
     let EventPayload::RunFinished { status, .. } = &rest.last().unwrap().payload else {
@@ -306,7 +384,12 @@ fn ctrl_c_cancels_the_remote_run_and_exits_130() {
         .args(["runs", "show", &run_id, "--json", "--remote", server.url()])
         .output()
         .unwrap();
-    assert_eq!(shown.status.code(), Some(0), "{}", String::from_utf8_lossy(&shown.stderr));
+    assert_eq!(
+        shown.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&shown.stderr)
+    );
     let shown: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap();
     assert_eq!(shown["run"]["status"], "cancelled");
 }
@@ -316,7 +399,15 @@ fn runs_list_and_show_read_the_servers_runs() {
     let home = tempfile::tempdir().unwrap();
     let server = server(home.path(), None);
     let output = boitata(home.path())
-        .args(["run", "list me", "--json", "--blueprint", "two_steps", "--remote", server.url()])
+        .args([
+            "run",
+            "list me",
+            "--json",
+            "--blueprint",
+            "two_steps",
+            "--remote",
+            server.url(),
+        ])
         .output()
         .unwrap();
     let run_events = events(&output.stdout);
@@ -328,8 +419,14 @@ fn runs_list_and_show_read_the_servers_runs() {
         .unwrap();
     assert_eq!(list.status.code(), Some(0));
     let text = String::from_utf8_lossy(&list.stdout);
-    let row = text.lines().find(|l| l.starts_with(&id)).unwrap_or_else(|| panic!("{text}"));
-    assert!(row.contains("succeeded") && row.contains("two_steps") && row.contains("list me"), "{row}");
+    let row = text
+        .lines()
+        .find(|l| l.starts_with(&id))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        row.contains("succeeded") && row.contains("two_steps") && row.contains("list me"),
+        "{row}"
+    );
 
     let list = boitata(home.path())
         .args(["runs", "list", "--json", "--remote", server.url()])
@@ -344,8 +441,14 @@ fn runs_list_and_show_read_the_servers_runs() {
         .unwrap();
     assert_eq!(show.status.code(), Some(0));
     let text = String::from_utf8_lossy(&show.stdout);
-    assert!(text.contains(&format!("run       {id}")) && text.contains("status    succeeded"), "{text}");
-    assert!(text.contains("▶ greet (exec)") && text.contains("│ HELLO WORLD"), "{text}");
+    assert!(
+        text.contains(&format!("run       {id}")) && text.contains("status    succeeded"),
+        "{text}"
+    );
+    assert!(
+        text.contains("▶ greet (exec)") && text.contains("│ HELLO WORLD"),
+        "{text}"
+    );
 
     let show = boitata(home.path())
         .args(["runs", "show", &id, "--json", "--remote", server.url()])

@@ -21,13 +21,23 @@ async fn the_openapi_document_lists_every_route() {
         ("/api/runs/{id}/cancel", "post"),
         ("/api/openapi.json", "get"),
     ] {
-        assert!(paths.get(path).and_then(|p| p.get(method)).is_some(), "{method} {path} missing");
+        assert!(
+            paths.get(path).and_then(|p| p.get(method)).is_some(),
+            "{method} {path} missing"
+        );
     }
-    assert_eq!(doc["components"]["securitySchemes"]["bearer"]["scheme"], "bearer");
+    assert_eq!(
+        doc["components"]["securitySchemes"]["bearer"]["scheme"],
+        "bearer"
+    );
     assert!(doc["components"]["schemas"]["RunView"].is_object());
 }
 
-async fn post_raw(server: &super::support::TestServer, content_type: &str, body: Vec<u8>) -> (StatusCode, Value) {
+async fn post_raw(
+    server: &super::support::TestServer,
+    content_type: &str,
+    body: Vec<u8>,
+) -> (StatusCode, Value) {
     let response = server
         .request(Method::POST, "/api/runs")
         .header("content-type", content_type)
@@ -48,17 +58,44 @@ async fn bad_requests_get_json_errors_with_fitting_statuses() {
     .unwrap();
     let cases: Vec<(&str, Vec<u8>, StatusCode)> = vec![
         ("application/json", big, StatusCode::PAYLOAD_TOO_LARGE),
-        ("application/json", b"{not json".to_vec(), StatusCode::BAD_REQUEST),
-        ("text/plain", br#"{"blueprint":"hello","task":"t"}"#.to_vec(), StatusCode::UNSUPPORTED_MEDIA_TYPE),
-        ("application/json", br#"{"blueprint":"hello","task":"t","extra":1}"#.to_vec(), StatusCode::UNPROCESSABLE_ENTITY),
-        ("application/json", br#"{"blueprint":"hello"}"#.to_vec(), StatusCode::UNPROCESSABLE_ENTITY),
-        ("application/json", br#"{"blueprint":"hello","task":"  "}"#.to_vec(), StatusCode::UNPROCESSABLE_ENTITY),
-        ("application/json", br#"{"blueprint":"hello","task":"t","params":{"p":[1]}}"#.to_vec(), StatusCode::UNPROCESSABLE_ENTITY),
+        (
+            "application/json",
+            b"{not json".to_vec(),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            "text/plain",
+            br#"{"blueprint":"hello","task":"t"}"#.to_vec(),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        ),
+        (
+            "application/json",
+            br#"{"blueprint":"hello","task":"t","extra":1}"#.to_vec(),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
+            "application/json",
+            br#"{"blueprint":"hello"}"#.to_vec(),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
+            "application/json",
+            br#"{"blueprint":"hello","task":"  "}"#.to_vec(),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
+            "application/json",
+            br#"{"blueprint":"hello","task":"t","params":{"p":[1]}}"#.to_vec(),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
     ];
     for (content_type, body, expected) in cases {
         let (status, json) = post_raw(&server, content_type, body).await;
         assert_eq!(status, expected, "{json}");
-        assert!(json["error"].as_str().is_some_and(|e| !e.is_empty()), "{json}");
+        assert!(
+            json["error"].as_str().is_some_and(|e| !e.is_empty()),
+            "{json}"
+        );
     }
     assert_eq!(server.get_json("/api/runs").await, serde_json::json!([]));
 

@@ -43,7 +43,9 @@ async fn every_api_route_needs_the_token_and_a_401_says_nothing_more() {
             ("token as basic", Some("Basic dGVzdDp0ZXN0")),
             ("empty bearer", Some("Bearer ")),
         ] {
-            let mut request = server.client.request(method.clone(), format!("{}{path}", server.url));
+            let mut request = server
+                .client
+                .request(method.clone(), format!("{}{path}", server.url));
             if let Some(auth) = auth {
                 request = request.header("authorization", auth);
             }
@@ -51,10 +53,18 @@ async fn every_api_route_needs_the_token_and_a_401_says_nothing_more() {
                 request = request.json(body);
             }
             let response = request.send().await.unwrap();
-            assert_eq!(response.status(), StatusCode::UNAUTHORIZED, "{method} {path} with {label}");
+            assert_eq!(
+                response.status(),
+                StatusCode::UNAUTHORIZED,
+                "{method} {path} with {label}"
+            );
             assert_eq!(response.headers()["www-authenticate"], "Bearer");
             let body: serde_json::Value = response.json().await.unwrap();
-            assert_eq!(body, serde_json::json!({"error": "unauthorized"}), "{method} {path}");
+            assert_eq!(
+                body,
+                serde_json::json!({"error": "unauthorized"}),
+                "{method} {path}"
+            );
         }
     }
     // The refusals changed nothing: the run is still running, no other run exists.
@@ -76,7 +86,11 @@ async fn every_api_route_needs_the_token_and_a_401_says_nothing_more() {
             (_, "/api/no-such-route") => StatusCode::NOT_FOUND,
             _ => StatusCode::OK,
         };
-        assert_eq!(response.status(), expected, "{method} {path} with the token");
+        assert_eq!(
+            response.status(),
+            expected,
+            "{method} {path} with the token"
+        );
         if path.ends_with("/events") {
             // Do not wait for the stream: dropping it is enough.
             drop(response);
@@ -93,7 +107,12 @@ async fn every_api_route_needs_the_token_and_a_401_says_nothing_more() {
 async fn healthz_and_the_ui_files_need_no_token() {
     let server = Setup::default().token(TOKEN).start().await;
     for path in ["/healthz", "/", "/ui/app.js", "/ui/app.css"] {
-        let response = server.client.get(format!("{}{path}", server.url)).send().await.unwrap();
+        let response = server
+            .client
+            .get(format!("{}{path}", server.url))
+            .send()
+            .await
+            .unwrap();
         assert_eq!(response.status(), StatusCode::OK, "{path}");
     }
     let health: serde_json::Value = server
@@ -111,7 +130,12 @@ async fn healthz_and_the_ui_files_need_no_token() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_token_configured_the_api_is_open_on_loopback() {
     let server = Setup::default().start().await;
-    let response = server.client.get(format!("{}/api/runs", server.url)).send().await.unwrap();
+    let response = server
+        .client
+        .get(format!("{}/api/runs", server.url))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(response.status(), StatusCode::OK);
 }
 
@@ -157,7 +181,11 @@ async fn a_non_loopback_bind_with_a_token_starts_and_never_logs_the_token() {
     let client = reqwest::Client::new();
     let health = client.get(format!("{local}/healthz")).send().await.unwrap();
     assert_eq!(health.status(), 200);
-    let refused = client.get(format!("{local}/api/runs")).send().await.unwrap();
+    let refused = client
+        .get(format!("{local}/api/runs"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(refused.status(), 401);
     let ok = client
         .get(format!("{local}/api/runs"))
@@ -166,5 +194,9 @@ async fn a_non_loopback_bind_with_a_token_starts_and_never_logs_the_token() {
         .await
         .unwrap();
     assert_eq!(ok.status(), 200);
-    assert!(!server.log().contains(TOKEN), "the token was logged:\n{}", server.log());
+    assert!(
+        !server.log().contains(TOKEN),
+        "the token was logged:\n{}",
+        server.log()
+    );
 }

@@ -44,7 +44,10 @@ async fn paths_and_unknown_names_are_refused_and_nothing_outside_is_read() {
         let body: Value = response.json().await.unwrap();
         let error = body["error"].as_str().unwrap();
         if expected == StatusCode::NOT_FOUND {
-            assert!(error.contains("no blueprint named") && error.contains("offered: hello"), "{error}");
+            assert!(
+                error.contains("no blueprint named") && error.contains("offered: hello"),
+                "{error}"
+            );
         } else {
             assert!(error.contains("never a path"), "{error}");
         }
@@ -83,7 +86,10 @@ async fn invalid_blueprints_are_reported_and_not_offered_and_the_server_still_st
         .collect();
     assert_eq!(rejected, ["broken.yaml", "typo.yaml", "zz-again.yml"]);
     let typo = &server.rejected[1].reason;
-    assert!(typo.contains("typo.yaml:") && typo.contains("comand"), "{typo}");
+    assert!(
+        typo.contains("typo.yaml:") && typo.contains("comand"),
+        "{typo}"
+    );
     assert!(server.rejected[2].reason.contains("already taken"));
 
     // Params are described, and checked before a run is recorded.
@@ -101,7 +107,13 @@ async fn invalid_blueprints_are_reported_and_not_offered_and_the_server_still_st
         .unwrap();
     assert_eq!(response.status(), StatusCode::UNPROCESSABLE_ENTITY);
     let body: Value = response.json().await.unwrap();
-    assert!(body["error"].as_str().unwrap().contains("\"who\" is required"), "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("\"who\" is required"),
+        "{body}"
+    );
     assert_eq!(server.get_json("/api/runs").await, serde_json::json!([]));
 
     let response = server

@@ -11,14 +11,20 @@ async fn cancelling_a_running_exec_ends_the_run_cancelled_and_kills_the_command(
     // A distinctive duration, to find the process by its command line.
     let sleep = "sleep 1000.4242";
     let server = Setup::default()
-        .blueprint("long.yaml", &exec_blueprint("long", &format!("echo started; {sleep}")))
+        .blueprint(
+            "long.yaml",
+            &exec_blueprint("long", &format!("echo started; {sleep}")),
+        )
         .start()
         .await;
     let id = server.create_run("long", "wait forever").await;
     let mut stream = server.subscribe(&id, None).await;
     stream.until("exec_output").await;
     assert_eq!(server.run_status(&id).await, RunStatus::Running);
-    assert!(!processes_with(sleep).is_empty(), "the command should be running");
+    assert!(
+        !processes_with(sleep).is_empty(),
+        "the command should be running"
+    );
 
     let response = server
         .request(Method::POST, &format!("/api/runs/{id}/cancel"))
@@ -46,7 +52,13 @@ async fn cancelling_a_running_exec_ends_the_run_cancelled_and_kills_the_command(
         .unwrap();
     assert_eq!(again.status(), StatusCode::CONFLICT);
     let body: Value = again.json().await.unwrap();
-    assert!(body["error"].as_str().unwrap().contains("already ended (cancelled)"), "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("already ended (cancelled)"),
+        "{body}"
+    );
 
     let unknown = server
         .request(Method::POST, "/api/runs/no-such-run/cancel")

@@ -77,7 +77,10 @@ async fn a_run_in_flight_when_the_server_is_killed_is_failed_interrupted_on_rest
         .await
         .unwrap();
     assert_eq!(run["status"], "failed");
-    assert!(run["error"].as_str().unwrap().starts_with("interrupted"), "{run}");
+    assert!(
+        run["error"].as_str().unwrap().starts_with("interrupted"),
+        "{run}"
+    );
 
     // Every event seen before the kill is still there, unchanged, and run_finished
     // follows them.
@@ -88,7 +91,12 @@ async fn a_run_in_flight_when_the_server_is_killed_is_failed_interrupted_on_rest
         .unwrap();
     assert_eq!(response.status(), StatusCode::OK);
     let stream = subscribe(&client, server.url(), None, &id, None).await;
-    let stored: Vec<Event> = stream.collect_all().await.into_iter().map(|(_, e)| e).collect();
+    let stored: Vec<Event> = stream
+        .collect_all()
+        .await
+        .into_iter()
+        .map(|(_, e)| e)
+        .collect();
     assert!(stored.len() > seen.len(), "{stored:?}");
     assert_eq!(&stored[..seen.len()], &seen[..]);
     let last = stored.last().unwrap();

@@ -30,7 +30,9 @@ async fn a_run_streams_to_run_finished_and_replays_after_last_event_id() {
     // Dense ids equal to seq, from 1, ending with run_finished.
     let ids: Vec<u64> = events.iter().map(|(id, _)| *id).collect();
     assert_eq!(ids, (1..=events.len() as u64).collect::<Vec<_>>());
-    assert!(events.iter().all(|(sse_id, e)| *sse_id == e.seq && e.run_id == id));
+    assert!(events
+        .iter()
+        .all(|(sse_id, e)| *sse_id == e.seq && e.run_id == id));
     let kinds = kinds(&events);
     assert_eq!(kinds.first(), Some(&"run_started"));
     assert_eq!(kinds[1], "node_started");
@@ -60,7 +62,10 @@ async fn a_run_streams_to_run_finished_and_replays_after_last_event_id() {
     );
     assert_eq!(
         replay.iter().map(|(_, e)| e.clone()).collect::<Vec<_>>(),
-        events[3..].iter().map(|(_, e)| e.clone()).collect::<Vec<_>>()
+        events[3..]
+            .iter()
+            .map(|(_, e)| e.clone())
+            .collect::<Vec<_>>()
     );
 
     // GET shows the final status and when it ended.
@@ -69,7 +74,10 @@ async fn a_run_streams_to_run_finished_and_replays_after_last_event_id() {
     assert_eq!(run["blueprint"], "hello");
     assert_eq!(run["task"], "say hello");
     assert!(run["finished_at"].is_string());
-    assert!(run.get("workspace").is_none(), "server paths stay private: {run}");
+    assert!(
+        run.get("workspace").is_none(),
+        "server paths stay private: {run}"
+    );
 
     // The JSON snapshot of the same events.
     let snapshot: Vec<boitata_core::Event> = server
@@ -147,7 +155,10 @@ async fn runs_over_the_limit_wait_queued_then_run() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_command_fails_the_run_with_its_exit_code() {
     let server = Setup::default()
-        .blueprint("fails.yaml", &exec_blueprint("fails", "echo oops >&2; exit 3"))
+        .blueprint(
+            "fails.yaml",
+            &exec_blueprint("fails", "echo oops >&2; exit 3"),
+        )
         .start()
         .await;
     let id = server.create_run("fails", "fail").await;
@@ -181,7 +192,11 @@ async fn keep_alive_comments_flow_while_a_run_is_quiet() {
         .unwrap();
     let mut text = String::new();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while let Some(chunk) = tokio::time::timeout_at(deadline, response.chunk()).await.unwrap().unwrap() {
+    while let Some(chunk) = tokio::time::timeout_at(deadline, response.chunk())
+        .await
+        .unwrap()
+        .unwrap()
+    {
         text.push_str(&String::from_utf8_lossy(&chunk));
     }
     assert!(text.contains(": keep-alive"), "{text}");

@@ -31,11 +31,20 @@ async fn cancelling_a_sandbox_exec_through_the_api_destroys_the_sandbox() {
         return;
     };
     daemon.ensure_base_image();
-    let server = Setup::default().sandboxes().blueprint("sleeper.yaml", SLEEPER).start().await;
+    let server = Setup::default()
+        .sandboxes()
+        .blueprint("sleeper.yaml", SLEEPER)
+        .start()
+        .await;
     let id = server.create_run("sleeper", "wait in a sandbox").await;
     let scope = RunScope::adopt(id.clone());
     let mut stream = server.subscribe(&id, None).await;
-    let head: Vec<Event> = stream.until("exec_output").await.into_iter().map(|(_, e)| e).collect();
+    let head: Vec<Event> = stream
+        .until("exec_output")
+        .await
+        .into_iter()
+        .map(|(_, e)| e)
+        .collect();
     let sandbox = provisioned(&head).expect("sandbox_provisioned before the exec output");
     assert!(daemon.container_exists(&sandbox));
     assert_eq!(scope.containers().len(), 1);
@@ -47,13 +56,20 @@ async fn cancelling_a_sandbox_exec_through_the_api_destroys_the_sandbox() {
         .unwrap();
     assert_eq!(response.status(), StatusCode::ACCEPTED);
     let rest = stream.collect_all().await;
-    assert!(kinds(&rest).contains(&"sandbox_destroyed"), "{:?}", kinds(&rest));
+    assert!(
+        kinds(&rest).contains(&"sandbox_destroyed"),
+        "{:?}",
+        kinds(&rest)
+    );
     let EventPayload::RunFinished { status, .. } = &rest.last().unwrap().1.payload else {
         panic!("the stream should end with run_finished")
     };
     assert_eq!(*status, RunStatus::Cancelled);
     assert_eq!(server.run_status(&id).await, RunStatus::Cancelled);
-    assert!(!daemon.container_exists(&sandbox), "the sandbox outlived its cancelled run");
+    assert!(
+        !daemon.container_exists(&sandbox),
+        "the sandbox outlived its cancelled run"
+    );
     assert!(scope.containers().is_empty());
 }
 
@@ -88,14 +104,26 @@ async fn after_a_sigkill_the_restarted_server_fails_the_run_and_reaps_its_sandbo
     let id = created["id"].as_str().unwrap().to_owned();
     let scope = RunScope::adopt(id.clone());
     let mut stream = subscribe(&client, server.url(), None, &id, None).await;
-    let seen: Vec<Event> = stream.until("exec_output").await.into_iter().map(|(_, e)| e).collect();
+    let seen: Vec<Event> = stream
+        .until("exec_output")
+        .await
+        .into_iter()
+        .map(|(_, e)| e)
+        .collect();
     let sandbox = provisioned(&seen).unwrap();
     server.kill();
     drop(stream);
-    assert!(daemon.container_exists(&sandbox), "SIGKILL leaves the sandbox behind");
+    assert!(
+        daemon.container_exists(&sandbox),
+        "SIGKILL leaves the sandbox behind"
+    );
 
     let server = start();
-    assert!(!daemon.container_exists(&sandbox), "the restart should reap the sandbox:\n{}", server.log());
+    assert!(
+        !daemon.container_exists(&sandbox),
+        "the restart should reap the sandbox:\n{}",
+        server.log()
+    );
     assert!(scope.containers().is_empty());
     let stored: Vec<Event> = subscribe(&client, server.url(), None, &id, None)
         .await

@@ -32,7 +32,10 @@ pub(super) struct Setup {
 impl Default for Setup {
     fn default() -> Self {
         Setup {
-            blueprints: vec![("hello.yaml".into(), exec_blueprint("hello", "echo hello; echo world"))],
+            blueprints: vec![(
+                "hello.yaml".into(),
+                exec_blueprint("hello", "echo hello; echo world"),
+            )],
             token: None,
             max_concurrent_runs: 4,
             allowed_hosts: Vec::new(),
@@ -122,8 +125,6 @@ impl TestServer {
         }
     }
 
-
-
     /// A request with the server's token (if it has one).
     pub(super) fn request(&self, method: Method, path: &str) -> RequestBuilder {
         let builder = self.client.request(method, format!("{}{path}", self.url));
@@ -166,14 +167,24 @@ impl TestServer {
             if now == status {
                 return;
             }
-            assert!(Instant::now() < deadline, "run {id} is {now}, never {status}");
+            assert!(
+                Instant::now() < deadline,
+                "run {id} is {now}, never {status}"
+            );
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
     }
 
     /// Opens the run's SSE stream (after `last_event_id`).
     pub(super) async fn subscribe(&self, id: &str, last_event_id: Option<u64>) -> Subscription {
-        subscribe(&self.client, &self.url, self.token.as_deref(), id, last_event_id).await
+        subscribe(
+            &self.client,
+            &self.url,
+            self.token.as_deref(),
+            id,
+            last_event_id,
+        )
+        .await
     }
 
     /// Every event of the run from the SSE stream, to its end.
@@ -193,7 +204,9 @@ impl Drop for TestServer {
 /// An open SSE stream of a run's events.
 pub(super) struct Subscription {
     pub(super) response_headers: reqwest::header::HeaderMap,
-    stream: std::pin::Pin<Box<dyn futures::Stream<Item = Result<eventsource_stream::Event, String>> + Send>>,
+    stream: std::pin::Pin<
+        Box<dyn futures::Stream<Item = Result<eventsource_stream::Event, String>> + Send>,
+    >,
 }
 
 pub(super) async fn subscribe(
@@ -277,7 +290,10 @@ pub(super) fn processes_with(needle: &str) -> Vec<u32> {
         let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
         let zombie = std::fs::read_to_string(entry.path().join("stat"))
             .ok()
-            .and_then(|s| s.rsplit_once(')').map(|(_, r)| r.trim_start().starts_with('Z')))
+            .and_then(|s| {
+                s.rsplit_once(')')
+                    .map(|(_, r)| r.trim_start().starts_with('Z'))
+            })
             .unwrap_or(true);
         if cmdline.contains(needle) && !zombie && pid != std::process::id() {
             found.push(pid);
@@ -294,7 +310,10 @@ pub(super) async fn wait_no_process_with(needle: &str) {
         if left.is_empty() {
             return;
         }
-        assert!(Instant::now() < deadline, "processes still running: {left:?} ({needle})");
+        assert!(
+            Instant::now() < deadline,
+            "processes still running: {left:?} ({needle})"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }

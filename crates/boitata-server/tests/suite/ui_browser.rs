@@ -43,14 +43,21 @@ async fn wait_text(client: &Client, css: &str, needle: &str) -> String {
                 }
             }
         }
-        assert!(Instant::now() < deadline, "{css:?} never contained {needle:?}");
+        assert!(
+            Instant::now() < deadline,
+            "{css:?} never contained {needle:?}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
 async fn start_run_from_the_form(client: &Client, blueprint: &str, task: &str) -> String {
     find(client, &format!("#blueprint option[value='{blueprint}']")).await;
-    find(client, "#blueprint").await.select_by_value(blueprint).await.unwrap();
+    find(client, "#blueprint")
+        .await
+        .select_by_value(blueprint)
+        .await
+        .unwrap();
     find(client, "#task").await.send_keys(task).await.unwrap();
     find(client, "#start-run").await.click().await.unwrap();
     let deadline = Instant::now() + WAIT;
@@ -59,7 +66,10 @@ async fn start_run_from_the_form(client: &Client, blueprint: &str, task: &str) -
         if let Some(id) = url.fragment().and_then(|f| f.strip_prefix("/runs/")) {
             return id.to_owned();
         }
-        assert!(Instant::now() < deadline, "the page never went to the run: {url}");
+        assert!(
+            Instant::now() < deadline,
+            "the page never went to the run: {url}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -86,7 +96,10 @@ async fn the_page_starts_a_run_and_shows_its_events_live_to_the_final_status() {
     // The first output shows while the run is still going.
     wait_text(&client, "pre.console", "hello from boitata").await;
     let status = find(&client, "#run-status").await;
-    assert_eq!(status.attr("data-status").await.unwrap().as_deref(), Some("running"));
+    assert_eq!(
+        status.attr("data-status").await.unwrap().as_deref(),
+        Some("running")
+    );
     find(&client, "#steps li.running[data-node='step']").await;
 
     // Then the rest, and the final status.
@@ -103,7 +116,10 @@ async fn the_page_starts_a_run_and_shows_its_events_live_to_the_final_status() {
     client.goto(&format!("{}/#/", server.url)).await.unwrap();
     let row = find(&client, &format!("tr.run-row[data-id='{id}']")).await;
     let text = row.text().await.unwrap();
-    assert!(text.contains("succeeded") && text.contains("say hello from the browser"), "{text}");
+    assert!(
+        text.contains("succeeded") && text.contains("say hello from the browser"),
+        "{text}"
+    );
     client.close().await.unwrap();
 }
 
@@ -121,17 +137,41 @@ async fn with_a_token_configured_the_page_asks_for_it_and_then_works() {
     find(&client, "#token-dialog[open]").await;
     let error = find(&client, "#token-error").await;
     assert!(!error.is_displayed().await.unwrap());
-    find(&client, "#token-input").await.send_keys("not-the-token").await.unwrap();
-    find(&client, "#token-form button[type=submit]").await.click().await.unwrap();
+    find(&client, "#token-input")
+        .await
+        .send_keys("not-the-token")
+        .await
+        .unwrap();
+    find(&client, "#token-form button[type=submit]")
+        .await
+        .click()
+        .await
+        .unwrap();
     // A wrong one is refused, and it asks again saying so.
     let deadline = Instant::now() + WAIT;
-    while !find(&client, "#token-error").await.is_displayed().await.unwrap() {
-        assert!(Instant::now() < deadline, "a refused token should be reported");
+    while !find(&client, "#token-error")
+        .await
+        .is_displayed()
+        .await
+        .unwrap()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "a refused token should be reported"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     find(&client, "#token-dialog[open]").await;
-    find(&client, "#token-input").await.send_keys(token).await.unwrap();
-    find(&client, "#token-form button[type=submit]").await.click().await.unwrap();
+    find(&client, "#token-input")
+        .await
+        .send_keys(token)
+        .await
+        .unwrap();
+    find(&client, "#token-form button[type=submit]")
+        .await
+        .click()
+        .await
+        .unwrap();
 
     // Now the data loads, and a run streams through the token-guarded SSE.
     let id = start_run_from_the_form(&client, "hello", "greet with a token").await;
@@ -154,7 +194,10 @@ async fn the_cancel_button_cancels_a_running_run() {
         return;
     };
     let server = Setup::default()
-        .blueprint("long.yaml", &exec_blueprint("long", "echo waiting; sleep 1000.6161"))
+        .blueprint(
+            "long.yaml",
+            &exec_blueprint("long", "echo waiting; sleep 1000.6161"),
+        )
         .start()
         .await;
     let client = open(&driver).await;
