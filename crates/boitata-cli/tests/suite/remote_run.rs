@@ -230,7 +230,12 @@ fn params_go_to_the_server_and_its_refusals_are_usage_errors() {
         ])
         .output()
         .unwrap();
-    assert_eq!(output.status.code(), Some(0));
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let greeted = events(&output.stdout).iter().any(|e| {
         matches!(&e.payload, EventPayload::ExecOutput { chunk, .. } if chunk.contains("hello remote"))
     });
@@ -356,7 +361,12 @@ fn ctrl_c_cancels_the_remote_run_and_exits_130() {
     let deadline = Instant::now() + Duration::from_secs(30);
     let run_id;
     loop {
-        let line = lines.next().expect("the run printed no output").unwrap();
+        let Some(line) = lines.next() else {
+            let mut stderr = String::new();
+            std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+            panic!("the run printed no output; stderr:\n{stderr}\nserver log:\n{}", server.log());
+        };
+        let line = line.unwrap();
         let event: Event = serde_json::from_str(&line).unwrap();
         if matches!(&event.payload, EventPayload::ExecOutput { chunk, .. } if chunk.contains("started"))
         {
