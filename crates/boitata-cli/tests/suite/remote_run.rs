@@ -364,7 +364,10 @@ fn ctrl_c_cancels_the_remote_run_and_exits_130() {
         let Some(line) = lines.next() else {
             let mut stderr = String::new();
             std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
-            panic!("the run printed no output; stderr:\n{stderr}\nserver log:\n{}", server.log());
+            panic!(
+                "the run printed no output; stderr:\n{stderr}\nserver log:\n{}",
+                server.log()
+            );
         };
         let line = line.unwrap();
         let event: Event = serde_json::from_str(&line).unwrap();

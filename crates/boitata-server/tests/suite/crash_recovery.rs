@@ -107,3 +107,54 @@ async fn a_run_in_flight_when_the_server_is_killed_is_failed_interrupted_on_rest
     assert_eq!(*status, RunStatus::Failed);
     assert!(error.as_deref().unwrap().contains("interrupted"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_cancels_live_runs_and_exits_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let sleep = "sleep 1000.5252";
+    std::fs::create_dir_all(dir.path().join("blueprints")).unwrap();
+    std::fs::write(
+        dir.path().join("blueprints/long.yaml"),
+        exec_blueprint("long", &format!("echo up; {sleep}")),
+    )
+    .unwrap();
+    let client = reqwest::Client::new();
+    let mut server = start(dir.path());
+    let created: serde_json::Value = client
+        .post(format!("{}/api/runs", server.url()))
+        .json(&serde_json::json!({"blueprint": "long", "task": "stop me"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = created["id"].as_str().unwrap().to_owned();
+    let mut stream = subscribe(&client, server.url(), None, &id, None).await;
+    stream.until("exec_output").await;
+
+    let status = server
+        .terminate(std::time::Duration::from_secs(30))
+        .expect("the server should exit after SIGTERM");
+    assert_eq!(status.code(), Some(0), "{}", server.log());
+    // The subscriber saw the run end, cancelled, before the server went away.
+    let rest = stream.collect_all().await;
+    let EventPayload::RunFinished { status, .. } = &rest.last().unwrap().1.payload else {
+        panic!("run_finished expected last: {rest:?}")
+    };
+    assert_eq!(*status, RunStatus::Cancelled);
+    wait_no_process_with(sleep).await;
+
+    // And a restart finds nothing to recover.
+    let server = start(dir.path());
+    let run: serde_json::Value = client
+        .get(format!("{}/api/runs/{id}", server.url()))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(run["status"], "cancelled");
+    assert!(!server.log().contains("interrupted"), "{}", server.log());
+}
