@@ -16,7 +16,7 @@ cp -R examples/projects/wordcount/. "$work/"
 git -C "$work" init --quiet
 git -C "$work" add -A
 git -C "$work" -c user.name=demo -c user.email=demo@localhost commit --quiet -m "wordcount with a bug"
-data="${BOITATA_DATA_DIR:-$work/.boitata-data}"
+data="${BOITATA_DATA_DIR:-$work.data}"
 echo "workspace: $work" >&2
 
 "$boitata" --data-dir "$data" run "Make the tests pass" \

@@ -24,4 +24,22 @@ if ! command -v cargo-nextest >/dev/null; then
   cargo install --locked cargo-nextest
 fi
 
+# The sandbox tests need a Docker daemon (under CI=true they fail without one) and the
+# locally built base image (no registry is needed).
+if ! docker info >/dev/null 2>&1; then
+  echo "starting the Docker daemon" >&2
+  service docker start >/dev/null 2>&1 || (nohup dockerd >/tmp/boitata-dockerd.log 2>&1 &)
+  for _ in $(seq 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
+fi
+if docker info >/dev/null 2>&1; then
+  scripts/build-base-image.sh
+else
+  echo "warning: no Docker daemon: the sandbox tests skip locally and fail under CI=true" >&2
+fi
+
+# boitata-agent's interoperability tests drive it with the official ACP Python SDK,
+# installed into target/acp-py-venv (needs python3-venv; the script installs it).
+scripts/setup-acp-python.sh ||
+  echo "warning: no ACP Python SDK venv: the interop tests skip locally and fail under CI=true" >&2
+
 cargo nextest run --workspace --no-fail-fast "$@"

@@ -16,6 +16,7 @@
 pub mod agent;
 pub mod config;
 pub mod event;
+pub mod process;
 pub mod provider;
 pub mod redact;
 pub mod runtime;

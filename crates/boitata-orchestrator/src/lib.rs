@@ -4,7 +4,7 @@
 //! It owns:
 //! - [`sandbox`]: the [`Sandbox`] backend trait (`provision`, `exec`, `endpoint`,
 //!   `upload`, `destroy`, `list`) and its Docker implementation,
-//!   [`DockerBackend`](sandbox::docker::DockerBackend) (bollard; lazy connection,
+//!   [`DockerBackend`] (bollard; lazy connection,
 //!   hardened containers);
 //! - [`tracking`]: [`RunSandboxes`], which records every sandbox a run made and
 //!   destroys them all when the run ends, however it ends;

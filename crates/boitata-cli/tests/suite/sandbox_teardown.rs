@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use boitata_core::{EventPayload, RunStatus};
-use boitata_test_support::docker::{self, RunScope};
+use boitata_test_support::docker::RunScope;
 
 use super::sandbox_support::{assert_torn_down, daemon, events, read_until, Home};
 
@@ -291,13 +291,19 @@ fn sandbox_gc_keeps_the_sandboxes_of_live_runs() {
         e.node.as_deref() == Some("wait") && matches!(e.payload, EventPayload::ExecOutput { .. })
     });
     let scope = RunScope::adopt(seen[0].run_id.clone());
-    let gc = home.boitata().args(["sandbox", "gc"]).output().unwrap();
+    // A dry run, so that this test does not reap other tests' orphans under their feet.
+    let gc = home
+        .boitata()
+        .args(["sandbox", "gc", "--dry-run"])
+        .output()
+        .unwrap();
     assert_eq!(gc.status.code(), Some(0));
-    assert_eq!(
-        scope.containers().len(),
-        1,
-        "a live run's sandbox was reaped"
+    let text = String::from_utf8_lossy(&gc.stdout);
+    assert!(
+        !text.contains(scope.run_id()),
+        "gc would reap a live run's sandbox: {text}"
     );
+    assert_eq!(scope.containers().len(), 1);
     let listed = home.boitata().args(["sandbox", "list"]).output().unwrap();
     let text = String::from_utf8_lossy(&listed.stdout);
     let line = text
@@ -316,5 +322,4 @@ fn sandbox_gc_keeps_the_sandboxes_of_live_runs() {
     }
     assert_eq!(child.wait().unwrap().code(), Some(130));
     assert_torn_down(&seen);
-    let _ = docker::boitata_containers();
 }

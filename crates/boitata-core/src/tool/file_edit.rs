@@ -1,23 +1,126 @@
-//! `file_edit` (placeholder: filled in by the tools work).
-use super::{Tool, ToolContext, ToolError, ToolSpec};
-use async_trait::async_trait;
+//! `file_edit`: replace one exact string in a file of the workspace.
 
+use async_trait::async_trait;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{blocking, parse_arguments, Tool, ToolContext, ToolError, ToolSpec};
+
+const NAME: &str = "file_edit";
+
+/// Replaces the one occurrence of a string in a file beneath the workspace root.
 pub(super) struct FileEdit;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Arguments {
+    path: String,
+    old_string: String,
+    new_string: String,
+}
 
 #[async_trait]
 impl Tool for FileEdit {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
-            name: "file_edit".into(),
-            description: String::new(),
-            parameters: serde_json::json!({"type": "object"}),
+            name: NAME.into(),
+            description: "Edit a UTF-8 text file in the workspace by replacing one exact \
+                occurrence of `old_string` with `new_string`. The match is exact: every \
+                character, space, indentation and line break counts. The edit fails, changing \
+                nothing, if `old_string` does not occur or occurs more than once; then give \
+                more surrounding lines so it matches exactly once. To create a file, use \
+                file_write."
+                .into(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "path": {
+                        "type": "string",
+                        "description": "The file, relative to the workspace root (an absolute path inside the root is accepted)."
+                    },
+                    "old_string": {
+                        "type": "string",
+                        "minLength": 1,
+                        "description": "The exact text to replace; it must occur exactly once in the file."
+                    },
+                    "new_string": {
+                        "type": "string",
+                        "description": "The text to put in its place (may be empty to delete)."
+                    }
+                },
+                "required": ["path", "old_string", "new_string"],
+                "additionalProperties": false
+            }),
         }
     }
+
     async fn call(
         &self,
-        _ctx: &ToolContext,
-        _arguments: serde_json::Value,
+        ctx: &ToolContext,
+        arguments: serde_json::Value,
     ) -> Result<String, ToolError> {
-        Err(ToolError::Failed("not yet".into()))
+        let args: Arguments = parse_arguments(NAME, arguments)?;
+        if args.old_string.is_empty() {
+            return Err(ToolError::InvalidArguments {
+                tool: NAME.into(),
+                message: "old_string is empty; give the exact text to replace".into(),
+            });
+        }
+        if args.old_string == args.new_string {
+            return Err(ToolError::InvalidArguments {
+                tool: NAME.into(),
+                message: "old_string and new_string are identical; nothing would change".into(),
+            });
+        }
+        let workspace = ctx.workspace.clone();
+        blocking(move || {
+            let text = workspace.read_to_string(&args.path)?;
+            let path = &args.path;
+            match occurrences(&text, &args.old_string) {
+                0 => Err(ToolError::Failed(format!(
+                    "old_string not found in {path}; nothing changed (read the file and copy \
+                     the text exactly, including whitespace)"
+                ))),
+                1 => {
+                    let edited = text.replacen(args.old_string.as_str(), &args.new_string, 1);
+                    workspace.write(path, &edited)?;
+                    Ok(format!("edited {path}: replaced 1 occurrence"))
+                }
+                count => Err(ToolError::Failed(format!(
+                    "old_string occurs {count} times in {path}; nothing changed (include more \
+                     surrounding text so it matches exactly once)"
+                ))),
+            }
+        })
+        .await
+    }
+}
+
+/// How many places `needle` starts at in `text`, overlapping ones included (`"aa"`
+/// occurs twice in `"aaa"`: replacing "the" occurrence would be ambiguous).
+fn occurrences(text: &str, needle: &str) -> usize {
+    let mut count = 0;
+    let mut from = 0;
+    while let Some(found) = text.get(from..).and_then(|rest| rest.find(needle)) {
+        count += 1;
+        let at = from + found;
+        let step = text
+            .get(at..)
+            .and_then(|rest| rest.chars().next())
+            .map_or(1, char::len_utf8);
+        from = at + step;
+    }
+    count
+}
+
+#[cfg(test)]
+mod tests {
+    use super::occurrences;
+
+    #[test]
+    fn occurrences_counts_overlaps_and_multibyte_text() {
+        assert_eq!(occurrences("aaa", "aa"), 2);
+        assert_eq!(occurrences("héllo héllo", "é"), 2);
+        assert_eq!(occurrences("abc", "x"), 0);
     }
 }

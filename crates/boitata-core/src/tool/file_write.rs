@@ -1,23 +1,68 @@
-//! `file_write` (placeholder: filled in by the tools work).
-use super::{Tool, ToolContext, ToolError, ToolSpec};
-use async_trait::async_trait;
+//! `file_write`: create or replace a file in the workspace.
 
+use async_trait::async_trait;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{blocking, parse_arguments, Tool, ToolContext, ToolError, ToolSpec};
+
+const NAME: &str = "file_write";
+
+/// Writes a whole file beneath the workspace root, creating parent directories.
 pub(super) struct FileWrite;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Arguments {
+    path: String,
+    content: String,
+}
 
 #[async_trait]
 impl Tool for FileWrite {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
-            name: "file_write".into(),
-            description: String::new(),
-            parameters: serde_json::json!({"type": "object"}),
+            name: NAME.into(),
+            description: "Create a file, or replace an existing file's whole content, in the \
+                workspace. Missing parent directories are created. To change part of an \
+                existing file, prefer file_edit. Paths are relative to the workspace root and \
+                may not leave it (symbolic links leading out are refused)."
+                .into(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "path": {
+                        "type": "string",
+                        "description": "The file, relative to the workspace root (an absolute path inside the root is accepted)."
+                    },
+                    "content": {
+                        "type": "string",
+                        "description": "The complete new content of the file."
+                    }
+                },
+                "required": ["path", "content"],
+                "additionalProperties": false
+            }),
         }
     }
+
     async fn call(
         &self,
-        _ctx: &ToolContext,
-        _arguments: serde_json::Value,
+        ctx: &ToolContext,
+        arguments: serde_json::Value,
     ) -> Result<String, ToolError> {
-        Err(ToolError::Failed("not yet".into()))
+        let args: Arguments = parse_arguments(NAME, arguments)?;
+        let workspace = ctx.workspace.clone();
+        blocking(move || {
+            let existed = workspace.metadata(&args.path).is_ok();
+            workspace.write(&args.path, &args.content)?;
+            let verb = if existed { "replaced" } else { "created" };
+            Ok(format!(
+                "{verb} {} ({} bytes)",
+                args.path,
+                args.content.len()
+            ))
+        })
+        .await
     }
 }

@@ -1,75 +1,343 @@
-//! git tools (placeholder).
-use super::{Tool, ToolContext, ToolError, ToolSpec};
+//! The git tools: `git_status`, `git_diff`, `git_log`, `git_commit`.
+//!
+//! Each runs the `git` binary as a child process in the workspace root, the way
+//! `execute_command` runs a shell: exactly the tool context's `command_env`, no stdin,
+//! its own process group, the command timeout and the output cap. Git only uses the
+//! repository at the workspace root (`GIT_CEILING_DIRECTORIES` stops it from finding one
+//! above, whose other files would lie outside the workspace), and path arguments go
+//! through the workspace's path rules and are passed as literal pathspecs.
+
+use std::ffi::OsString;
+
 use async_trait::async_trait;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{parse_arguments, Tool, ToolContext, ToolError, ToolSpec};
+use crate::process::{ChildCommand, ChildOutput, Ending};
+
+/// The identity a commit gets when git has none configured.
+const FALLBACK_NAME: &str = "boitata";
+const FALLBACK_EMAIL: &str = "boitata@localhost";
+/// `git_log`'s default and largest `max_count`.
+const DEFAULT_LOG_COUNT: u32 = 10;
+const MAX_LOG_COUNT: u32 = 200;
+
+/// Runs `git ARGS` in the workspace; its output, or an error if it did not exit 0.
+async fn git<I, A>(ctx: &ToolContext, args: I) -> Result<String, ToolError>
+where
+    I: IntoIterator<Item = A>,
+    A: Into<OsString>,
+{
+    let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    let run = run_git(ctx, &args).await?;
+    match run.ending {
+        Ending::Exited(0) => Ok(run.output),
+        _ => Err(failure(&args, run)),
+    }
+}
+
+/// Runs `git ARGS` in the workspace and returns how it went, whatever the exit code.
+async fn run_git(ctx: &ToolContext, args: &[OsString]) -> Result<ChildOutput, ToolError> {
+    let mut env = ctx.command_env.clone();
+    if let Some(parent) = ctx.workspace.root().parent() {
+        env.insert(
+            "GIT_CEILING_DIRECTORIES".into(),
+            parent.to_string_lossy().into_owned(),
+        );
+    }
+    let run = ChildCommand::new("git", ctx.workspace.root())
+        .args(["--no-pager", "--literal-pathspecs", "-c", "color.ui=false"])
+        .args(args.iter().cloned())
+        .env(env)
+        .timeout(ctx.limits.command_timeout)
+        .max_output_bytes(ctx.limits.max_output_bytes)
+        .run(&ctx.cancel)
+        .await
+        .map_err(|e| ToolError::Failed(format!("{e} (is git installed and on PATH?)")))?;
+    match run.ending {
+        Ending::Cancelled => Err(ToolError::Cancelled),
+        _ => Ok(run),
+    }
+}
+
+fn failure(args: &[OsString], run: ChildOutput) -> ToolError {
+    // `-c key=value` pairs are ours (the fallback identity): name the subcommand only.
+    let mut shown = Vec::new();
+    let mut words = args.iter();
+    while let Some(word) = words.next() {
+        if word == "-c" {
+            words.next();
+        } else {
+            shown.push(word.to_string_lossy());
+        }
+    }
+    let command = shown.join(" ");
+    let how = match run.ending {
+        Ending::Exited(code) => format!("exit code {code}"),
+        Ending::Signalled(signal) => format!("killed by signal {signal}"),
+        Ending::TimedOut(after) => format!("timed out after {}", humantime::format_duration(after)),
+        Ending::Cancelled => "cancelled".to_owned(),
+    };
+    ToolError::Failed(format!(
+        "git {command} failed ({how}):\n{}",
+        run.output.trim_end()
+    ))
+}
+
+/// A path argument made relative to the workspace root, refused if it leaves it.
+fn pathspec(ctx: &ToolContext, path: Option<&str>) -> Result<OsString, ToolError> {
+    match path {
+        Some(path) => Ok(ctx.workspace.relative(path)?.into_os_string()),
+        None => Ok(".".into()),
+    }
+}
+
+/// `git_status`.
 pub(super) struct GitStatus;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NoArguments {}
+
 #[async_trait]
 impl Tool for GitStatus {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: "git_status".into(),
-            description: String::new(),
-            parameters: serde_json::json!({"type": "object"}),
+            description: "Show the git status of the workspace: the branch, then one line per \
+                changed file in `git status --short` form (XY path: X = staged, Y = unstaged; \
+                ?? = untracked)."
+                .into(),
+            parameters: json!({
+                "type": "object",
+                "properties": {},
+                "additionalProperties": false
+            }),
         }
     }
+
     async fn call(
         &self,
-        _ctx: &ToolContext,
-        _arguments: serde_json::Value,
+        ctx: &ToolContext,
+        arguments: serde_json::Value,
     ) -> Result<String, ToolError> {
-        Err(ToolError::Failed("not yet".into()))
+        let NoArguments {} = parse_arguments("git_status", arguments)?;
+        let mut text = git(ctx, ["status", "--short", "--branch", "--", "."]).await?;
+        if text.lines().all(|line| line.starts_with("##")) {
+            text.push_str("(working tree clean)");
+        }
+        Ok(text)
     }
 }
+
+/// `git_diff`.
 pub(super) struct GitDiff;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DiffArguments {
+    #[serde(default)]
+    staged: bool,
+    path: Option<String>,
+}
+
 #[async_trait]
 impl Tool for GitDiff {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: "git_diff".into(),
-            description: String::new(),
-            parameters: serde_json::json!({"type": "object"}),
+            description: "Show changes in the workspace as a unified diff: by default the \
+                unstaged changes (working tree against the index); with `staged: true` the \
+                changes staged for the next commit. Untracked files are not shown (see \
+                git_status). Output beyond the tool output limit is cut with a note."
+                .into(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "staged": {
+                        "type": "boolean",
+                        "description": "Show the staged changes (git diff --staged) instead of the unstaged ones. Default: false."
+                    },
+                    "path": {
+                        "type": "string",
+                        "description": "Limit the diff to this file or directory, relative to the workspace root."
+                    }
+                },
+                "additionalProperties": false
+            }),
         }
     }
+
     async fn call(
         &self,
-        _ctx: &ToolContext,
-        _arguments: serde_json::Value,
+        ctx: &ToolContext,
+        arguments: serde_json::Value,
     ) -> Result<String, ToolError> {
-        Err(ToolError::Failed("not yet".into()))
+        let args: DiffArguments = parse_arguments("git_diff", arguments)?;
+        let mut command: Vec<OsString> = vec!["diff".into(), "--no-ext-diff".into()];
+        if args.staged {
+            command.push("--staged".into());
+        }
+        command.push("--".into());
+        command.push(pathspec(ctx, args.path.as_deref())?);
+        let text = git(ctx, command).await?;
+        if text.is_empty() {
+            return Ok(if args.staged {
+                "(no staged changes)".into()
+            } else {
+                "(no unstaged changes)".into()
+            });
+        }
+        Ok(text)
     }
 }
+
+/// `git_log`.
 pub(super) struct GitLog;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LogArguments {
+    max_count: Option<u32>,
+}
+
 #[async_trait]
 impl Tool for GitLog {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: "git_log".into(),
-            description: String::new(),
-            parameters: serde_json::json!({"type": "object"}),
+            description: "Show the most recent commits of the current branch, newest first: \
+                hash, author, date and message of each."
+                .into(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "max_count": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "maximum": MAX_LOG_COUNT,
+                        "description": format!("How many commits to show. Default: {DEFAULT_LOG_COUNT}.")
+                    }
+                },
+                "additionalProperties": false
+            }),
         }
     }
+
     async fn call(
         &self,
-        _ctx: &ToolContext,
-        _arguments: serde_json::Value,
+        ctx: &ToolContext,
+        arguments: serde_json::Value,
     ) -> Result<String, ToolError> {
-        Err(ToolError::Failed("not yet".into()))
+        let args: LogArguments = parse_arguments("git_log", arguments)?;
+        let count = args.max_count.unwrap_or(DEFAULT_LOG_COUNT);
+        if !(1..=MAX_LOG_COUNT).contains(&count) {
+            return Err(ToolError::InvalidArguments {
+                tool: "git_log".into(),
+                message: format!("max_count must be between 1 and {MAX_LOG_COUNT}"),
+            });
+        }
+        git(
+            ctx,
+            [
+                "log".to_owned(),
+                format!("--max-count={count}"),
+                "--date=iso".to_owned(),
+                "--no-decorate".to_owned(),
+            ],
+        )
+        .await
     }
 }
+
+/// `git_commit`.
 pub(super) struct GitCommit;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CommitArguments {
+    message: String,
+    #[serde(default)]
+    all: bool,
+}
+
 #[async_trait]
 impl Tool for GitCommit {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: "git_commit".into(),
-            description: String::new(),
-            parameters: serde_json::json!({"type": "object"}),
+            description: "Commit the staged changes with a message. With `all: true`, first \
+                stage every change in the workspace (new, modified and deleted files, except \
+                those ignored by .gitignore). Fails if there is nothing to commit. Uses the \
+                configured git identity, or boitata <boitata@localhost> when none is set."
+                .into(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "message": {
+                        "type": "string",
+                        "minLength": 1,
+                        "description": "The commit message: a short summary line, optionally a blank line and details."
+                    },
+                    "all": {
+                        "type": "boolean",
+                        "description": "Stage all changes in the workspace before committing (git add -A). Default: false."
+                    }
+                },
+                "required": ["message"],
+                "additionalProperties": false
+            }),
         }
     }
+
     async fn call(
         &self,
-        _ctx: &ToolContext,
-        _arguments: serde_json::Value,
+        ctx: &ToolContext,
+        arguments: serde_json::Value,
     ) -> Result<String, ToolError> {
-        Err(ToolError::Failed("not yet".into()))
+        let args: CommitArguments = parse_arguments("git_commit", arguments)?;
+        if args.message.trim().is_empty() {
+            return Err(ToolError::InvalidArguments {
+                tool: "git_commit".into(),
+                message: "message is empty; describe the change".into(),
+            });
+        }
+        if args.all {
+            git(ctx, ["add", "--all", "--", "."]).await?;
+        }
+        let mut command: Vec<OsString> = Vec::new();
+        let (has_name, has_email) = configured_identity(ctx).await?;
+        if !has_name {
+            command.extend(["-c".into(), format!("user.name={FALLBACK_NAME}").into()]);
+        }
+        if !has_email {
+            command.extend(["-c".into(), format!("user.email={FALLBACK_EMAIL}").into()]);
+        }
+        command.push("commit".into());
+        command.push(format!("--message={}", args.message).into());
+        git(ctx, command).await
     }
+}
+
+/// Whether git has a `user.name` and a `user.email` in any config it reads.
+async fn configured_identity(ctx: &ToolContext) -> Result<(bool, bool), ToolError> {
+    let args: Vec<OsString> = ["config", "--get-regexp", r"^user\.(name|email)$"]
+        .into_iter()
+        .map(Into::into)
+        .collect();
+    let run = run_git(ctx, &args).await?;
+    match run.ending {
+        // Exit 1: no such key anywhere.
+        Ending::Exited(0) | Ending::Exited(1) => {}
+        _ => return Err(failure(&args, run)),
+    }
+    let has = |key: &str| {
+        run.output.lines().any(|line| {
+            line.strip_prefix(key)
+                .and_then(|rest| rest.strip_prefix(' '))
+                .is_some_and(|value| !value.trim().is_empty())
+        })
+    };
+    Ok((has("user.name"), has("user.email")))
 }

@@ -1,23 +1,91 @@
-//! `list_dir` (placeholder: filled in by the tools work).
-use super::{Tool, ToolContext, ToolError, ToolSpec};
-use async_trait::async_trait;
+//! `list_dir`: the entries of a directory in the workspace.
 
+use async_trait::async_trait;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::output::{ensure_newline, CappedText};
+use super::{blocking, parse_arguments, Tool, ToolContext, ToolError, ToolSpec};
+use crate::workspace::EntryKind;
+
+const NAME: &str = "list_dir";
+
+/// Lists one directory beneath the workspace root.
 pub(super) struct ListDir;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Arguments {
+    #[serde(default = "default_path")]
+    path: String,
+}
+
+fn default_path() -> String {
+    ".".to_owned()
+}
 
 #[async_trait]
 impl Tool for ListDir {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
-            name: "list_dir".into(),
-            description: String::new(),
-            parameters: serde_json::json!({"type": "object"}),
+            name: NAME.into(),
+            description: "List the entries of one directory of the workspace (not recursive), \
+                sorted by name, one per line. Directories end with `/`; symbolic links are \
+                shown as `name -> target` (a link whose target leaves the workspace cannot be \
+                followed by the file tools). Hidden entries are included."
+                .into(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "path": {
+                        "type": "string",
+                        "description": "The directory, relative to the workspace root. Default: \".\" (the root)."
+                    }
+                },
+                "additionalProperties": false
+            }),
         }
     }
+
     async fn call(
         &self,
-        _ctx: &ToolContext,
-        _arguments: serde_json::Value,
+        ctx: &ToolContext,
+        arguments: serde_json::Value,
     ) -> Result<String, ToolError> {
-        Err(ToolError::Failed("not yet".into()))
+        let args: Arguments = parse_arguments(NAME, arguments)?;
+        let workspace = ctx.workspace.clone();
+        let max_bytes = ctx.limits.max_output_bytes;
+        blocking(move || {
+            let entries = workspace.list_dir(&args.path)?;
+            if entries.is_empty() {
+                return Ok(format!("({} is empty)", args.path));
+            }
+            let mut shown = CappedText::new(max_bytes);
+            let mut hidden_entries = 0usize;
+            for entry in &entries {
+                let line = match (&entry.kind, &entry.link_target) {
+                    (EntryKind::Dir, _) => format!("{}/\n", entry.name),
+                    (EntryKind::Symlink, Some(target)) => {
+                        format!("{} -> {}\n", entry.name, target.display())
+                    }
+                    _ => format!("{}\n", entry.name),
+                };
+                if !shown.push(&line) {
+                    hidden_entries += 1;
+                }
+            }
+            let cut = shown.cut_bytes();
+            let mut text = shown.into_text();
+            if cut > 0 {
+                ensure_newline(&mut text);
+                text.push_str(&format!(
+                    "[... {cut} bytes cut at the output limit: {hidden_entries} of {} entries not \
+                     shown ...]",
+                    entries.len()
+                ));
+            }
+            Ok(text)
+        })
+        .await
     }
 }

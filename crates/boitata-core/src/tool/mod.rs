@@ -20,6 +20,7 @@ mod file_read;
 mod file_write;
 mod git;
 mod list_dir;
+mod output;
 mod search;
 
 use std::collections::BTreeMap;
@@ -27,6 +28,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
 pub use crate::provider::ToolSpec;
@@ -110,42 +112,79 @@ pub trait Tool: Send + Sync {
     ) -> Result<String, ToolError>;
 }
 
+/// Parses a tool's JSON arguments into its argument type. `null` counts as `{}` (some
+/// providers send no input for a tool without required arguments).
+fn parse_arguments<T: DeserializeOwned>(
+    tool: &str,
+    arguments: serde_json::Value,
+) -> Result<T, ToolError> {
+    let arguments = if arguments.is_null() {
+        serde_json::Value::Object(serde_json::Map::new())
+    } else {
+        arguments
+    };
+    serde_json::from_value(arguments).map_err(|e| ToolError::InvalidArguments {
+        tool: tool.to_owned(),
+        message: e.to_string(),
+    })
+}
+
+/// Runs blocking filesystem work off the async runtime's worker threads.
+async fn blocking<T, F>(work: F) -> Result<T, ToolError>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T, ToolError> + Send + 'static,
+{
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| ToolError::Failed(format!("the tool stopped unexpectedly: {e}")))?
+}
+
 /// The set of tools an agent has, by name.
 #[derive(Clone, Default)]
 pub struct Toolbox {
-    tools: Vec<Arc<dyn Tool>>,
+    /// Each tool with its name, so a call does not rebuild every spec to find it.
+    tools: Vec<(String, Arc<dyn Tool>)>,
 }
 
 impl std::fmt::Debug for Toolbox {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_list()
-            .entries(self.tools.iter().map(|t| t.spec().name))
+            .entries(self.tools.iter().map(|(name, _)| name))
             .finish()
     }
 }
 
 impl Toolbox {
+    /// A toolbox of exactly these tools.
+    pub fn new(tools: Vec<Arc<dyn Tool>>) -> Self {
+        Toolbox {
+            tools: tools
+                .into_iter()
+                .map(|tool| (tool.spec().name, tool))
+                .collect(),
+        }
+    }
+
     /// Every built-in tool.
     pub fn standard() -> Self {
-        Toolbox {
-            tools: vec![
-                Arc::new(file_read::FileRead),
-                Arc::new(file_write::FileWrite),
-                Arc::new(file_edit::FileEdit),
-                Arc::new(list_dir::ListDir),
-                Arc::new(search::Search),
-                Arc::new(execute_command::ExecuteCommand),
-                Arc::new(git::GitStatus),
-                Arc::new(git::GitDiff),
-                Arc::new(git::GitLog),
-                Arc::new(git::GitCommit),
-            ],
-        }
+        Toolbox::new(vec![
+            Arc::new(file_read::FileRead),
+            Arc::new(file_write::FileWrite),
+            Arc::new(file_edit::FileEdit),
+            Arc::new(list_dir::ListDir),
+            Arc::new(search::Search),
+            Arc::new(execute_command::ExecuteCommand),
+            Arc::new(git::GitStatus),
+            Arc::new(git::GitDiff),
+            Arc::new(git::GitLog),
+            Arc::new(git::GitCommit),
+        ])
     }
 
     /// The specs the model sees.
     pub fn specs(&self) -> Vec<ToolSpec> {
-        self.tools.iter().map(|t| t.spec()).collect()
+        self.tools.iter().map(|(_, t)| t.spec()).collect()
     }
 
     /// Calls the tool named `name`.
@@ -158,13 +197,13 @@ impl Toolbox {
         name: &str,
         arguments: serde_json::Value,
     ) -> Result<String, ToolError> {
-        let Some(tool) = self.tools.iter().find(|t| t.spec().name == name) else {
+        let Some((_, tool)) = self.tools.iter().find(|(n, _)| n == name) else {
             return Err(ToolError::UnknownTool {
                 name: name.to_owned(),
                 available: self
                     .tools
                     .iter()
-                    .map(|t| t.spec().name)
+                    .map(|(n, _)| n.as_str())
                     .collect::<Vec<_>>()
                     .join(", "),
             });

@@ -1,4 +1,4 @@
-//! The sandbox node types, as [`NodeHandler`]s for the blueprint executor:
+//! The sandbox node types, as [`NodeHandler`](boitata_blueprint::NodeHandler)s for the blueprint executor:
 //! [`provision`], [`checkout`] and [`exec`] with a `container`.
 //!
 //! [`SandboxNodes`] registers them in a [`NodeHandlers`] registry and is itself the

@@ -5,7 +5,7 @@
 //! the common `env` (the sandbox's own environment: no secrets). Every limit not set
 //! takes the backend default ([`Limits`](crate::Limits)); capabilities are all
 //! dropped and `no-new-privileges` is set. On `bridge`, port
-//! [`DEFAULT_AGENT_PORT`](super::DEFAULT_AGENT_PORT) is published on host loopback for
+//! [`DEFAULT_AGENT_PORT`] is published on host loopback for
 //! an `agent_sandbox` node.
 
 use async_trait::async_trait;

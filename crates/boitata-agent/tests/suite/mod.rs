@@ -1,0 +1,5 @@
+mod interop;
+mod startup;
+mod stdio;
+mod support;
+mod tcp;

@@ -1,0 +1,465 @@
+//! Child processes for tools: run a program with an explicit environment, a deadline,
+//! an output cap, and no way to outlive the call.
+//!
+//! [`ChildCommand::run`] is what `execute_command` and the git tools use. The child:
+//! - gets exactly the environment it is given (the agent's own environment is cleared:
+//!   it holds provider keys), `/dev/null` as stdin, and one pipe for stdout and stderr,
+//!   so the two are interleaved in the order they were written, as on a terminal;
+//! - leads a new session and process group (through `setsid(1)` when the host has it,
+//!   so it has no controlling terminal; otherwise a new process group only), so
+//!   everything it starts can be signalled at once;
+//! - is stopped at the deadline or on cancellation: `SIGTERM` to the whole process
+//!   group, then `SIGKILL` after a short grace, and output is no longer awaited even if
+//!   something outside the group still holds the pipe;
+//! - may not leave processes behind: when it exits, anything still running in its
+//!   process group (`server &`) is stopped the same way, and the output says so.
+//!
+//! The output kept is the first and the last `max_output_bytes / 2` bytes; what lies
+//! between is replaced by a marker saying how many bytes were cut.
+//!
+//! # Example
+//! ```no_run
+//! # async fn example() -> Result<(), boitata_core::process::ProcessError> {
+//! use std::time::Duration;
+//! use boitata_core::process::{ChildCommand, Ending};
+//! use tokio_util::sync::CancellationToken;
+//!
+//! let output = ChildCommand::new("/bin/sh", "/tmp")
+//!     .args(["-c", "echo hello"])
+//!     .env([("PATH".to_owned(), "/usr/bin:/bin".to_owned())].into())
+//!     .timeout(Duration::from_secs(10))
+//!     .max_output_bytes(4096)
+//!     .run(&CancellationToken::new())
+//!     .await?;
+//! assert_eq!(output.ending, Ending::Exited(0));
+//! assert_eq!(output.output, "hello\n");
+//! # Ok(())
+//! # }
+//! ```
+
+use std::collections::{BTreeMap, VecDeque};
+use std::ffi::OsString;
+use std::io;
+use std::os::fd::OwnedFd;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use nix::errno::Errno;
+use nix::sys::signal::{kill, killpg, Signal};
+use nix::unistd::Pid;
+use tokio::io::AsyncReadExt;
+use tokio::process::{Child, Command};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// How long a process group gets between `SIGTERM` and `SIGKILL`.
+const KILL_GRACE: Duration = Duration::from_secs(2);
+/// How long output is still read once the process group is gone (something outside the
+/// group may hold the pipe open forever).
+const DRAIN_GRACE: Duration = Duration::from_millis(500);
+/// Where `setsid(1)` may live. Looked up at these fixed places, never through `PATH`.
+const SETSID_PATHS: [&str; 2] = ["/usr/bin/setsid", "/bin/setsid"];
+
+/// A program to run as a confined-lifetime child: see the [module docs](self).
+#[derive(Debug, Clone)]
+pub struct ChildCommand {
+    program: OsString,
+    args: Vec<OsString>,
+    cwd: PathBuf,
+    env: BTreeMap<String, String>,
+    timeout: Duration,
+    max_output_bytes: usize,
+}
+
+/// How the child's run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// It exited with this code.
+    Exited(i32),
+    /// A signal (this number) ended it, not sent by us.
+    Signalled(i32),
+    /// The deadline passed; its process group was killed.
+    TimedOut(Duration),
+    /// The cancellation token fired; its process group was killed.
+    Cancelled,
+}
+
+/// What a run produced.
+#[derive(Debug, Clone)]
+pub struct ChildOutput {
+    /// Stdout and stderr as written, lossily UTF-8, cut in the middle with a marker if
+    /// it was longer than the cap.
+    pub output: String,
+    /// How many bytes of output were cut (0 if none).
+    pub cut_bytes: u64,
+    /// How it ended.
+    pub ending: Ending,
+    /// The process group (and, with `setsid(1)`, session) id the child led.
+    pub process_group: i32,
+    /// True if processes were still running in the group after the child exited, and
+    /// were stopped.
+    pub stopped_leftovers: bool,
+}
+
+/// Why a child could not be run.
+#[derive(Debug, thiserror::Error)]
+pub enum ProcessError {
+    /// The program could not be started.
+    #[error("cannot run {program}: {source}")]
+    Spawn {
+        /// The program.
+        program: String,
+        /// The cause.
+        source: io::Error,
+    },
+    /// Reading its output or waiting for it failed.
+    #[error("while running {program}: {source}")]
+    Io {
+        /// The program.
+        program: String,
+        /// The cause.
+        source: io::Error,
+    },
+}
+
+impl ChildCommand {
+    /// A command running `program` in the directory `cwd`, with an empty environment,
+    /// a 120 s timeout and a 32 KiB output cap until set otherwise.
+    pub fn new(program: impl Into<OsString>, cwd: impl AsRef<Path>) -> Self {
+        ChildCommand {
+            program: program.into(),
+            args: Vec::new(),
+            cwd: cwd.as_ref().to_path_buf(),
+            env: BTreeMap::new(),
+            timeout: Duration::from_secs(120),
+            max_output_bytes: 32 * 1024,
+        }
+    }
+
+    /// Appends one argument.
+    pub fn arg(mut self, arg: impl Into<OsString>) -> Self {
+        self.args.push(arg.into());
+        self
+    }
+
+    /// Appends arguments.
+    pub fn args<I, A>(mut self, args: I) -> Self
+    where
+        I: IntoIterator<Item = A>,
+        A: Into<OsString>,
+    {
+        self.args.extend(args.into_iter().map(Into::into));
+        self
+    }
+
+    /// Sets the child's whole environment (nothing else is inherited).
+    pub fn env(mut self, env: BTreeMap<String, String>) -> Self {
+        self.env = env;
+        self
+    }
+
+    /// Sets how long the child may run before its process group is killed.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Sets how many bytes of output are kept (half from the start, half from the end).
+    pub fn max_output_bytes(mut self, max_output_bytes: usize) -> Self {
+        self.max_output_bytes = max_output_bytes;
+        self
+    }
+
+    /// Runs the child to its end, its deadline, or `cancel`, whichever comes first, and
+    /// returns once its process group is gone.
+    ///
+    /// If the returned future is dropped early, the process group is sent `SIGKILL`.
+    ///
+    /// # Errors
+    /// [`ProcessError::Spawn`] if the program cannot be started (not found, not
+    /// executable, `cwd` missing); [`ProcessError::Io`] if reading or waiting fails.
+    pub async fn run(&self, cancel: &CancellationToken) -> Result<ChildOutput, ProcessError> {
+        let program = self.program.to_string_lossy().into_owned();
+        let io_err = |source| ProcessError::Io {
+            program: program.clone(),
+            source,
+        };
+        let (reader, writer) = io::pipe().map_err(io_err)?;
+        let writer_for_stderr = writer.try_clone().map_err(io_err)?;
+
+        let mut command = match SETSID_PATHS.iter().map(Path::new).find(|p| p.exists()) {
+            Some(setsid) => {
+                // The child is not a process group leader, so setsid(1) calls setsid(2)
+                // itself and execs the program with pid = pgid = sid.
+                let mut command = Command::new(setsid);
+                command.arg(&self.program);
+                command
+            }
+            None => {
+                let mut command = Command::new(&self.program);
+                command.process_group(0);
+                command
+            }
+        };
+        command
+            .args(&self.args)
+            .current_dir(&self.cwd)
+            .env_clear()
+            .envs(&self.env)
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(writer))
+            .stderr(Stdio::from(writer_for_stderr))
+            .kill_on_drop(true);
+        let spawned = command.spawn();
+        // Our copies of the pipe's write end live in `command`: close them, or the
+        // output never ends.
+        drop(command);
+        let mut child = spawned.map_err(|source| ProcessError::Spawn {
+            program: program.clone(),
+            source,
+        })?;
+        let pid = child
+            .id()
+            .and_then(|id| i32::try_from(id).ok())
+            .map(Pid::from_raw)
+            .ok_or_else(|| io_err(io::Error::other("the child has no process id")))?;
+        let mut guard = GroupGuard { pid, armed: true };
+        let mut reader = tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(reader))
+            .map_err(io_err)?;
+
+        let deadline = Instant::now() + self.timeout;
+        let mut capture = Capture::new(self.max_output_bytes);
+        let mut buf = vec![0u8; 16 * 1024];
+        let mut eof = false;
+        let mut status: Option<ExitStatus> = None;
+
+        // Phase 1: until the child exits, the deadline passes, or we are cancelled,
+        // keep reading (so a full pipe never blocks the child).
+        let stopped_by_us = loop {
+            tokio::select! {
+                biased;
+                () = cancel.cancelled() => break Some(Ending::Cancelled),
+                () = tokio::time::sleep_until(deadline) => {
+                    break Some(Ending::TimedOut(self.timeout));
+                }
+                waited = child.wait() => {
+                    status = Some(waited.map_err(io_err)?);
+                    break None;
+                }
+                read = reader.read(&mut buf), if !eof => match read {
+                    Ok(0) => eof = true,
+                    Ok(n) => capture.push(buf.get(..n).unwrap_or_default()),
+                    Err(e) => return Err(io_err(e)),
+                },
+            }
+        };
+
+        // Phase 2: make sure nothing of the group survives.
+        let leftovers = stopped_by_us.is_none() && group_alive(pid);
+        if stopped_by_us.is_some() || leftovers {
+            terminate_group(pid, &mut child, &mut status).await;
+        }
+        guard.armed = false;
+
+        // Phase 3: read what is left in the pipe, but not forever: a process that
+        // escaped the group may still hold it open.
+        if !eof {
+            let drain = async {
+                loop {
+                    match reader.read(&mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => capture.push(buf.get(..n).unwrap_or_default()),
+                    }
+                }
+            };
+            let _ = tokio::time::timeout(DRAIN_GRACE, drain).await;
+        }
+
+        let ending = match (stopped_by_us, status) {
+            (Some(ending), _) => ending,
+            (None, Some(status)) => match (status.code(), status.signal()) {
+                (Some(code), _) => Ending::Exited(code),
+                (None, Some(signal)) => Ending::Signalled(signal),
+                (None, None) => Ending::Exited(-1),
+            },
+            (None, None) => Ending::Exited(-1),
+        };
+        let (output, cut_bytes) = capture.finish();
+        Ok(ChildOutput {
+            output,
+            cut_bytes,
+            ending,
+            process_group: pid.as_raw(),
+            stopped_leftovers: leftovers,
+        })
+    }
+}
+
+/// Sends `SIGKILL` to the process group if the run future is dropped mid-way.
+struct GroupGuard {
+    pid: Pid,
+    armed: bool,
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if self.armed {
+            signal_group(self.pid, Signal::SIGKILL);
+        }
+    }
+}
+
+/// Signals the group led by `pid`, and `pid` itself in case it has not yet made its
+/// own group (the instant between fork and `setsid`).
+fn signal_group(pid: Pid, signal: Signal) {
+    if killpg(pid, signal) == Err(Errno::ESRCH) {
+        let _ = kill(pid, signal);
+    }
+}
+
+/// Whether any live (not zombie) process is still in the group.
+fn group_alive(pgid: Pid) -> bool {
+    if killpg(pgid, None).is_err() {
+        return false;
+    }
+    // Zombies count for kill(2) but not for us: an orphan reaped late by init would
+    // otherwise look alive until the grace ends.
+    match std::fs::read_dir("/proc") {
+        Ok(entries) => entries.flatten().any(|entry| {
+            let is_pid = entry
+                .file_name()
+                .to_str()
+                .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()));
+            is_pid
+                && std::fs::read_to_string(entry.path().join("stat"))
+                    .ok()
+                    .and_then(|stat| parse_stat(&stat))
+                    .is_some_and(|(state, group)| state != 'Z' && group == pgid.as_raw())
+        }),
+        Err(_) => true,
+    }
+}
+
+/// `(state, pgrp)` from a `/proc/PID/stat` line. The command name may contain spaces
+/// and parentheses, so fields are counted from the last `)`.
+fn parse_stat(stat: &str) -> Option<(char, i32)> {
+    let after_name = stat.get(stat.rfind(')')? + 1..)?;
+    let mut fields = after_name.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let _ppid = fields.next()?;
+    let pgrp = fields.next()?.parse().ok()?;
+    Some((state, pgrp))
+}
+
+/// `SIGTERM` to the group, a grace period, then `SIGKILL`; reaps the child.
+async fn terminate_group(pid: Pid, child: &mut Child, status: &mut Option<ExitStatus>) {
+    signal_group(pid, Signal::SIGTERM);
+    let grace_end = Instant::now() + KILL_GRACE;
+    loop {
+        if status.is_none() {
+            if let Ok(Some(exited)) = child.try_wait() {
+                *status = Some(exited);
+            }
+        }
+        if !group_alive(pid) || Instant::now() >= grace_end {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    signal_group(pid, Signal::SIGKILL);
+    if status.is_none() {
+        if let Ok(Ok(exited)) = tokio::time::timeout(KILL_GRACE, child.wait()).await {
+            *status = Some(exited);
+        }
+    }
+}
+
+/// Keeps the first and last `cap / 2` bytes of a stream and counts the rest.
+#[derive(Debug)]
+struct Capture {
+    head: Vec<u8>,
+    tail: VecDeque<u8>,
+    head_cap: usize,
+    tail_cap: usize,
+    total: u64,
+}
+
+impl Capture {
+    fn new(cap: usize) -> Self {
+        let head_cap = cap / 2;
+        Capture {
+            head: Vec::new(),
+            tail: VecDeque::new(),
+            head_cap,
+            tail_cap: cap - head_cap,
+            total: 0,
+        }
+    }
+
+    fn push(&mut self, mut bytes: &[u8]) {
+        self.total += bytes.len() as u64;
+        let room = self.head_cap.saturating_sub(self.head.len());
+        let (to_head, rest) = bytes.split_at(room.min(bytes.len()));
+        self.head.extend_from_slice(to_head);
+        bytes = rest;
+        if bytes.len() > self.tail_cap {
+            bytes = bytes.get(bytes.len() - self.tail_cap..).unwrap_or_default();
+        }
+        self.tail.extend(bytes);
+        let excess = self.tail.len().saturating_sub(self.tail_cap);
+        self.tail.drain(..excess);
+    }
+
+    /// The kept text, with a marker where bytes were cut, and how many were cut.
+    fn finish(self) -> (String, u64) {
+        let kept = (self.head.len() + self.tail.len()) as u64;
+        let cut = self.total - kept;
+        let mut bytes = self.head;
+        if cut > 0 {
+            let mut text = String::from_utf8_lossy(&bytes).into_owned();
+            text.push_str(&cut_marker(cut));
+            text.push_str(&String::from_utf8_lossy(&Vec::from(self.tail)));
+            (text, cut)
+        } else {
+            bytes.extend(self.tail);
+            (String::from_utf8_lossy(&bytes).into_owned(), 0)
+        }
+    }
+}
+
+/// The marker put where output was cut: `\n[... 1234 bytes cut ...]\n`.
+pub fn cut_marker(cut_bytes: u64) -> String {
+    format!("\n[... {cut_bytes} bytes cut ...]\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capture_keeps_head_and_tail_and_counts_the_cut() {
+        let mut capture = Capture::new(10);
+        capture.push(b"0123");
+        capture.push(b"456789abcdef");
+        capture.push(b"XYZ");
+        let (text, cut) = capture.finish();
+        assert_eq!(cut, 9);
+        assert_eq!(text, format!("01234{}efXYZ", cut_marker(9)));
+    }
+
+    #[test]
+    fn capture_under_the_cap_is_whole() {
+        let mut capture = Capture::new(10);
+        capture.push(b"abc");
+        capture.push(b"def");
+        assert_eq!(capture.finish(), ("abcdef".to_owned(), 0));
+    }
+
+    #[test]
+    fn stat_fields_survive_odd_command_names() {
+        let stat = "123 (a) b (c)) S 1 456 456 0 -1";
+        assert_eq!(parse_stat(stat), Some(('S', 456)));
+    }
+}
