@@ -136,19 +136,31 @@ async fn subscribers_that_join_mid_run_miss_nothing_and_see_nothing_twice() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runs_over_the_limit_wait_queued_then_run() {
+    // Each run waits for a gate file, so the first holds the only slot until the test
+    // opens the gate.
+    let gate_dir = tempfile::tempdir().unwrap();
+    let gate = gate_dir.path().join("open");
+    let command = format!(
+        "while [ ! -e {} ]; do sleep 0.02; done; echo done",
+        gate.display()
+    );
     let server = Setup::default()
         .max_concurrent_runs(1)
-        .blueprint("wait.yaml", &exec_blueprint("wait", "sleep 0.7; echo done"))
+        .blueprint("wait.yaml", &exec_blueprint("wait", &command))
         .start()
         .await;
     let first = server.create_run("wait", "one").await;
     let second = server.create_run("wait", "two").await;
     server.wait_status(&first, RunStatus::Running).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(server.run_status(&first).await, RunStatus::Running);
     assert_eq!(server.run_status(&second).await, RunStatus::Queued);
-    // While queued, its stream is open and gets everything once it runs.
-    let events = server.events(&second, None).await;
+    // While queued, its stream is open; it gets everything once the run goes.
+    let stream = server.subscribe(&second, None).await;
+    std::fs::write(&gate, "").unwrap();
+    let events = stream.collect_all().await;
     assert_eq!(kinds(&events).first(), Some(&"run_started"));
-    assert_eq!(server.run_status(&first).await, RunStatus::Succeeded);
+    server.wait_status(&first, RunStatus::Succeeded).await;
     assert_eq!(server.run_status(&second).await, RunStatus::Succeeded);
 }
 

@@ -84,7 +84,7 @@ async fn the_page_starts_a_run_and_shows_its_events_live_to_the_final_status() {
             "greet.yaml",
             &exec_blueprint(
                 "greet",
-                "echo hello from boitata; sleep 1; echo 'a warning' >&2; sleep 1; echo goodbye",
+                "echo hello from boitata; sleep 2; echo 'a warning' >&2; sleep 1; echo goodbye",
             ),
         )
         .start()
