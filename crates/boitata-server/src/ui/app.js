@@ -595,7 +595,7 @@
             b.outcome.className = `outcome ${event.outcome}`;
             b.outcome.textContent = `${ok ? "✓ succeeded" : "✗ failed"}${code} · ${took}`;
             if (event.error) note(b.body, `error: ${event.error}`);
-            if (!b.console && event.output_preview) {
+            if (!b.body.hasChildNodes() && event.output_preview) {
               b.body.append(h("pre", { class: "console" }, event.output_preview));
             }
           }
