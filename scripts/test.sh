@@ -11,6 +11,9 @@ cd "$root"
 need_apt=()
 command -v git >/dev/null || need_apt+=(git)
 command -v pgrep >/dev/null || need_apt+=(procps)
+# The web UI tests drive a real headless browser (they fail under CI=true without it).
+command -v chromium >/dev/null || need_apt+=(chromium)
+command -v chromedriver >/dev/null || need_apt+=(chromium-driver)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "installing: ${need_apt[*]}" >&2
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null

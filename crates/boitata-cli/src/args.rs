@@ -120,6 +120,25 @@ pub(crate) struct RunArgs {
     /// Set a blueprint param (repeatable).
     #[arg(long = "param", short = 'p', value_name = "NAME=VALUE", value_parser = parse_param)]
     pub(crate) params: Vec<(String, String)>,
+    /// Run on a boitata-server instead (`--blueprint` is then a name the server offers).
+    #[command(flatten)]
+    pub(crate) remote: RemoteArgs,
+}
+
+/// Where a remote server is, and its token.
+#[derive(Debug, Args)]
+pub(crate) struct RemoteArgs {
+    /// Use the boitata-server at this URL (e.g. http://127.0.0.1:8420) instead of this machine.
+    #[arg(long, value_name = "URL")]
+    pub(crate) remote: Option<String>,
+    /// The server's API token (default: $BOITATA_API_TOKEN; prefer the variable: arguments show in `ps`).
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        env = "BOITATA_API_TOKEN",
+        hide_env_values = true
+    )]
+    pub(crate) token: Option<String>,
 }
 
 fn parse_param(text: &str) -> Result<(String, String), String> {
@@ -142,6 +161,9 @@ pub(crate) struct RunsListArgs {
     /// Print a JSON array of runs.
     #[arg(long)]
     pub(crate) json: bool,
+    /// List a boitata-server's runs instead of this machine's.
+    #[command(flatten)]
+    pub(crate) remote: RemoteArgs,
 }
 
 #[derive(Debug, Args)]
@@ -151,4 +173,7 @@ pub(crate) struct RunsShowArgs {
     /// Print `{"run": …, "events": […]}` as JSON.
     #[arg(long)]
     pub(crate) json: bool,
+    /// Show a run of a boitata-server instead of this machine's.
+    #[command(flatten)]
+    pub(crate) remote: RemoteArgs,
 }

@@ -7,6 +7,7 @@
 mod args;
 mod blueprint;
 mod error;
+mod remote;
 mod render;
 mod run;
 mod runs;
@@ -51,6 +52,7 @@ fn main() -> ExitCode {
 
 async fn dispatch(cli: Cli) -> Result<u8, CliError> {
     match cli.command {
+        Command::Run(args) if args.remote.remote.is_some() => remote::run(args).await,
         Command::Run(args) if args.blueprint.is_some() => blueprint::run(&cli.global, args).await,
         Command::Run(args) => run::run(&cli.global, args).await,
         Command::Blueprint { command } => match command {
@@ -58,6 +60,12 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
             BlueprintCommand::Graph(args) => blueprint::graph(&args),
         },
         Command::Runs { command } => match command {
+            RunsCommand::List(args) if args.remote.remote.is_some() => {
+                remote::runs_list(args).await
+            }
+            RunsCommand::Show(args) if args.remote.remote.is_some() => {
+                remote::runs_show(args).await
+            }
             RunsCommand::List(args) => runs::list(&cli.global, args),
             RunsCommand::Show(args) => runs::show(&cli.global, args),
         },

@@ -5,7 +5,7 @@ use std::io::Write;
 use std::sync::Arc;
 
 use boitata_core::store::{RunRecord, RunStore, StoreError};
-use boitata_core::{Emitter, EventPayload, Redactor, RunStatus};
+use boitata_core::{Emitter, Event, EventPayload, Redactor, RunStatus};
 
 use crate::args::{GlobalArgs, RunsListArgs, RunsShowArgs};
 use crate::error::CliError;
@@ -21,8 +21,13 @@ pub(crate) fn list(global: &GlobalArgs, args: RunsListArgs) -> Result<u8, CliErr
             .map_err(CliError::failed)?,
         None => Vec::new(),
     };
+    print_list(&runs, args.json)
+}
+
+/// Prints runs as a table, or as a JSON array.
+pub(crate) fn print_list(runs: &[RunRecord], json: bool) -> Result<u8, CliError> {
     let mut out = std::io::stdout().lock();
-    if args.json {
+    if json {
         let text = serde_json::to_string_pretty(&runs).map_err(CliError::failed)?;
         let _ = writeln!(out, "{text}");
         return Ok(0);
@@ -36,7 +41,7 @@ pub(crate) fn list(global: &GlobalArgs, args: RunsListArgs) -> Result<u8, CliErr
         "{:<36}  {:<9}  {:<20}  {:<22}  TASK",
         "ID", "STATUS", "CREATED", "BLUEPRINT"
     );
-    for run in &runs {
+    for run in runs {
         let _ = writeln!(
             out,
             "{:<36}  {:<9}  {:<20}  {:<22}  {}",
@@ -57,15 +62,20 @@ pub(crate) fn show(global: &GlobalArgs, args: RunsShowArgs) -> Result<u8, CliErr
     };
     let run = store.find_run(&args.id).map_err(CliError::failed)?;
     let events = store.events(&run.id, 0).map_err(CliError::failed)?;
-    if args.json {
+    print_show(&run, &events, args.json)
+}
+
+/// Prints a run's header and its events (as `runs show` does), or both as JSON.
+pub(crate) fn print_show(run: &RunRecord, events: &[Event], json: bool) -> Result<u8, CliError> {
+    if json {
         let value = serde_json::json!({ "run": run, "events": events });
         let text = serde_json::to_string_pretty(&value).map_err(CliError::failed)?;
         let _ = writeln!(std::io::stdout().lock(), "{text}");
         return Ok(0);
     }
-    print_header(&run);
+    print_header(run);
     let renderer = Renderer::to_stdout();
-    for event in &events {
+    for event in events {
         boitata_core::EventSink::accept(&renderer, event).map_err(CliError::failed)?;
     }
     Ok(0)

@@ -4,6 +4,8 @@
 //! - [`repo`]: real git repositories in temp dirs.
 //! - [`docker`]: Docker fixtures (skip locally / fail under `CI=true` without a
 //!   daemon, the base image, cleanup of a run's containers by label).
+//! - [`server`]: a `boitata-server` process on a free port; [`browser`]: a
+//!   headless Chromium behind chromedriver for UI tests.
 //! - [`FakeModel`]: a real HTTP server ([`wiremock`]) standing in for a model API. Queue
 //!   responses, point a provider's `base_url` at it, then read back what was sent.
 //! - [`openai`] and [`anthropic`]: small builders for each API's streamed events, so a
@@ -36,10 +38,12 @@
 )]
 
 pub mod anthropic;
+pub mod browser;
 pub mod docker;
 mod fake_model;
 pub mod openai;
 pub mod repo;
+pub mod server;
 pub mod sse;
 mod stalling;
 

@@ -1,5 +1,6 @@
 mod blueprint_run;
 mod blueprint_validate;
+mod remote_run;
 mod run_local;
 mod sandbox_checkout;
 mod sandbox_daemon;
