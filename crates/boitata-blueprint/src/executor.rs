@@ -26,16 +26,36 @@ use boitata_core::{Emitter, EventPayload, Outcome, RunStatus};
 use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 
-use crate::model::{Blueprint, HandlerKind, Node, NodeType, END};
+use crate::model::{Blueprint, HandlerKind, Node, NodeSpec, NodeType, END};
 use crate::node::{
     NodeContext, NodeError, NodeHandlers, NodeOutcome, RunEnding, RunHooks, RunScope,
     RuntimeSource, Teardown,
 };
-use crate::params::{self, ParamError};
+use crate::params::{self, ParamProblem};
 use crate::template::{self, Scope};
 
 /// How many bytes of a node's output go into `node_finished.output_preview`.
 pub const OUTPUT_PREVIEW_BYTES: usize = 4 * 1024;
+
+/// How many bytes of what a node runs go into `node_started.detail`.
+pub const STARTED_DETAIL_BYTES: usize = 2 * 1024;
+
+/// What a node runs, for `node_started.detail`: the command of an `exec`, the prompt
+/// of an agent, the image of a `provision`, the repository (and ref) of a
+/// `checkout`; cut to [`STARTED_DETAIL_BYTES`].
+fn started_detail(rendered: &Node) -> String {
+    let detail = match &rendered.spec {
+        NodeSpec::Exec(exec) => exec.command.clone(),
+        NodeSpec::Agent(agent) => agent.prompt.clone(),
+        NodeSpec::AgentSandbox(agent) => agent.prompt.clone(),
+        NodeSpec::Provision(provision) => provision.image.clone(),
+        NodeSpec::Checkout(checkout) => match &checkout.git_ref {
+            Some(git_ref) => format!("{} at {git_ref}", checkout.repo),
+            None => checkout.repo.clone(),
+        },
+    };
+    truncate_with_marker(&detail, STARTED_DETAIL_BYTES)
+}
 
 /// Tunables of an [`Executor`].
 #[derive(Debug, Clone)]
@@ -135,18 +155,54 @@ impl fmt::Display for MissingHandler {
     }
 }
 
-/// Why a run could not start. Nothing ran and no event was emitted.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RunError {
-    /// Some nodes have no handler (sandbox nodes without a sandbox backend).
-    #[error("{}", join(.0))]
-    MissingHandlers(Vec<MissingHandler>),
-    /// The params are wrong.
-    #[error(transparent)]
-    Params(#[from] ParamError),
+/// One reason a run cannot start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunProblem {
+    /// A param is missing or undeclared.
+    Param(ParamProblem),
+    /// A node has no handler (a sandbox node without a sandbox backend).
+    MissingHandler(MissingHandler),
 }
 
-fn join(items: &[MissingHandler]) -> String {
+impl fmt::Display for RunProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RunProblem::Param(problem) => problem.fmt(f),
+            RunProblem::MissingHandler(missing) => missing.fmt(f),
+        }
+    }
+}
+
+/// Why a run could not start: every problem found, params first, then nodes without
+/// a handler. Nothing ran and no event was emitted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", join(.problems))]
+pub struct RunError {
+    /// The blueprint's name.
+    pub blueprint: String,
+    /// The problems (never empty).
+    pub problems: Vec<RunProblem>,
+}
+
+impl RunError {
+    /// The nodes without a handler.
+    pub fn missing_handlers(&self) -> impl Iterator<Item = &MissingHandler> {
+        self.problems.iter().filter_map(|p| match p {
+            RunProblem::MissingHandler(missing) => Some(missing),
+            RunProblem::Param(_) => None,
+        })
+    }
+
+    /// The param problems.
+    pub fn param_problems(&self) -> impl Iterator<Item = &ParamProblem> {
+        self.problems.iter().filter_map(|p| match p {
+            RunProblem::Param(problem) => Some(problem),
+            RunProblem::MissingHandler(_) => None,
+        })
+    }
+}
+
+fn join(items: &[RunProblem]) -> String {
     items
         .iter()
         .map(ToString::to_string)
@@ -202,31 +258,71 @@ impl Executor {
     /// Checks that every node of `blueprint` has a handler.
     ///
     /// # Errors
-    /// [`RunError::MissingHandlers`] naming each node that has none.
+    /// [`RunError`] naming each node that has none.
     pub fn check(&self, blueprint: &Blueprint) -> Result<(), RunError> {
-        let missing: Vec<MissingHandler> = blueprint
+        let problems = self.missing_handlers(blueprint);
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(RunError {
+                blueprint: blueprint.name.clone(),
+                problems,
+            })
+        }
+    }
+
+    fn missing_handlers(&self, blueprint: &Blueprint) -> Vec<RunProblem> {
+        blueprint
             .nodes
             .iter()
             .filter(|n| self.handlers.get(n.handler_kind()).is_none())
-            .map(|n| MissingHandler {
-                node: n.id.clone(),
-                node_type: n.node_type(),
-                kind: n.handler_kind(),
+            .map(|n| {
+                RunProblem::MissingHandler(MissingHandler {
+                    node: n.id.clone(),
+                    node_type: n.node_type(),
+                    kind: n.handler_kind(),
+                })
             })
-            .collect();
-        if missing.is_empty() {
-            Ok(())
+            .collect()
+    }
+
+    /// Checks everything a run of `blueprint` with `params` needs before it starts,
+    /// and reports every problem together: params left unset or not declared, nodes
+    /// without a handler. Returns the param values, defaults applied.
+    ///
+    /// # Errors
+    /// [`RunError`] with every problem found.
+    pub fn check_run(
+        &self,
+        blueprint: &Blueprint,
+        params: &BTreeMap<String, String>,
+    ) -> Result<BTreeMap<String, String>, RunError> {
+        let mut problems: Vec<RunProblem> = Vec::new();
+        let values = match params::resolve(blueprint, params) {
+            Ok(values) => values,
+            Err(e) => {
+                problems.extend(e.problems.into_iter().map(RunProblem::Param));
+                BTreeMap::new()
+            }
+        };
+        problems.extend(self.missing_handlers(blueprint));
+        if problems.is_empty() {
+            Ok(values)
         } else {
-            Err(RunError::MissingHandlers(missing))
+            Err(RunError {
+                blueprint: blueprint.name.clone(),
+                problems,
+            })
         }
     }
 
     /// Runs `blueprint` to its end.
     ///
-    /// Checks handlers and params first: if either is wrong nothing runs and no event
-    /// is emitted. Otherwise emits `run_started`, walks the graph, runs every cleanup
-    /// and hook, emits `run_finished`, and reports how the run ended (a failed or
-    /// cancelled run is an `Ok` report with that status).
+    /// Checks handlers and params first ([`Executor::check_run`]): if anything is
+    /// wrong nothing runs and no event is emitted. Otherwise emits `run_started`,
+    /// walks the graph, runs every cleanup and hook, emits `run_finished`, and reports
+    /// how the run ended (a failed or cancelled run is an `Ok` report with that
+    /// status).
     ///
     /// Do not drop the returned future before it completes: cancel with
     /// `request.cancel` instead, so the running node stops and cleanup runs. (If it is
@@ -239,8 +335,7 @@ impl Executor {
         blueprint: &Blueprint,
         request: RunRequest,
     ) -> Result<RunReport, RunError> {
-        self.check(blueprint)?;
-        let params = params::resolve(blueprint, &request.params)?;
+        let params = self.check_run(blueprint, &request.params)?;
         let RunRequest {
             task,
             workspace,
@@ -399,7 +494,7 @@ struct Walk<'a> {
 
 /// How one node ended, as the walk sees it.
 enum NodeEnd {
-    /// With an outcome (possibly a timeout, which is a failure).
+    /// With an outcome; the second field says it timed out (which is a failure).
     Outcome(NodeOutcome, Option<String>),
     /// With an error: the run fails.
     Error(String),
@@ -412,7 +507,7 @@ impl Walk<'_> {
     async fn walk(&mut self) -> (RunStatus, Option<String>) {
         let blueprint = self.blueprint;
         let mut current = blueprint.entry.clone();
-        let (last_outcome, last_error) = loop {
+        let (last_outcome, last_exit_code, last_timeout, last_reason) = loop {
             if self.cancel.is_cancelled() {
                 return (RunStatus::Cancelled, Some("cancelled".to_owned()));
             }
@@ -446,20 +541,28 @@ impl Walk<'_> {
             let visit = *visits;
 
             let end = self.run_node(node, visit).await;
-            let (outcome, exit_code, error, fatal) = match end {
-                NodeEnd::Outcome(outcome, error) => {
-                    let o = (outcome.outcome, outcome.exit_code, error, None);
+            let (outcome, exit_code, timeout, reason, fatal) = match end {
+                NodeEnd::Outcome(outcome, timeout) => {
+                    let o = (
+                        outcome.outcome,
+                        outcome.exit_code,
+                        timeout,
+                        outcome.error,
+                        None,
+                    );
                     self.outputs.insert(node.id.clone(), outcome.output);
                     o
                 }
                 NodeEnd::Error(error) => (
                     Outcome::Failure,
                     None,
+                    None,
                     Some(error.clone()),
                     Some((RunStatus::Failed, error)),
                 ),
                 NodeEnd::Cancelled => (
                     Outcome::Failure,
+                    None,
                     None,
                     Some("cancelled".to_owned()),
                     Some((RunStatus::Cancelled, "cancelled".to_owned())),
@@ -469,7 +572,7 @@ impl Walk<'_> {
                 node: node.id.clone(),
                 outcome,
                 exit_code,
-                error: error.clone(),
+                error: timeout.clone().or_else(|| reason.clone()),
             });
             if let Some((status, error)) = fatal {
                 return (status, Some(error));
@@ -482,42 +585,56 @@ impl Walk<'_> {
                 .find(|edge| edge.when.matches(outcome, exit_code));
             match next {
                 Some(edge) if edge.to != END => current = edge.to.clone(),
-                _ => break (outcome, error),
+                _ => break (outcome, exit_code, timeout, reason),
             }
         };
-        match last_outcome {
-            Outcome::Success => (RunStatus::Succeeded, None),
-            Outcome::Failure => (
-                RunStatus::Failed,
-                Some(last_error.unwrap_or_else(|| {
-                    format!(
-                        "the last node, {:?}, failed",
-                        self.steps.last().map(|s| s.node.as_str()).unwrap_or("")
-                    )
-                })),
-            ),
+        if last_outcome == Outcome::Success {
+            return (RunStatus::Succeeded, None);
         }
+        // A timeout names the node already; anything else says which node and why.
+        let node = self.steps.last().map(|s| s.node.as_str()).unwrap_or("");
+        let error = match (last_timeout, last_reason, last_exit_code) {
+            (Some(timeout), _, _) => timeout,
+            (None, Some(reason), _) => format!("the last node, {node:?}, failed: {reason}"),
+            (None, None, Some(code)) => {
+                format!("the last node, {node:?}, failed with exit code {code}")
+            }
+            (None, None, None) => format!("the last node, {node:?}, failed"),
+        };
+        (RunStatus::Failed, Some(error))
     }
 
-    /// Runs one visit of `node`, emitting `node_started` and `node_finished`.
+    /// Runs one visit of `node`, emitting `node_started` (with what the node runs,
+    /// placeholders substituted) and `node_finished`.
     async fn run_node(&self, node: &Node, visit: u32) -> NodeEnd {
         let emitter = &self.scope.emitter;
         let id = node.id.as_str();
+        let scope = Scope {
+            task: &self.scope.task,
+            run_id: &self.scope.run_id,
+            params: &self.params,
+            outputs: &self.outputs,
+        };
+        let rendered = node.map_templates(|_, text| template::render(text, &node.id, &scope));
         if let Err(e) = emitter.emit(
             Some(id),
             EventPayload::NodeStarted {
                 node_type: node.node_type().as_str().to_owned(),
+                detail: rendered.as_ref().ok().map(started_detail),
             },
         ) {
             return NodeEnd::Error(e.to_string());
         }
-        let end = self.execute(node, visit).await;
+        let end = match rendered {
+            Ok(rendered) => self.execute(node, rendered, visit).await,
+            Err(e) => NodeEnd::Error(e.to_string()),
+        };
         let payload = match &end {
-            NodeEnd::Outcome(outcome, error) => EventPayload::NodeFinished {
+            NodeEnd::Outcome(outcome, timeout) => EventPayload::NodeFinished {
                 outcome: outcome.outcome,
                 exit_code: outcome.exit_code,
                 output_preview: truncate_with_marker(&outcome.output, OUTPUT_PREVIEW_BYTES),
-                error: error.clone(),
+                error: timeout.clone().or_else(|| outcome.error.clone()),
             },
             NodeEnd::Error(error) => EventPayload::NodeFinished {
                 outcome: Outcome::Failure,
@@ -541,19 +658,9 @@ impl Walk<'_> {
         end
     }
 
-    /// Renders and runs `node` in its own task, under its timeout and the run's token.
-    async fn execute(&self, node: &Node, visit: u32) -> NodeEnd {
-        let scope = Scope {
-            task: &self.scope.task,
-            run_id: &self.scope.run_id,
-            params: &self.params,
-            outputs: &self.outputs,
-        };
-        let rendered = match node.map_templates(|_, text| template::render(text, &node.id, &scope))
-        {
-            Ok(rendered) => rendered,
-            Err(e) => return NodeEnd::Error(e.to_string()),
-        };
+    /// Runs `rendered` (`node` with its placeholders substituted) in its own task,
+    /// under the node's timeout and the run's token.
+    async fn execute(&self, node: &Node, rendered: Node, visit: u32) -> NodeEnd {
         let Some(handler) = self.executor.handlers.get(node.handler_kind()).cloned() else {
             return NodeEnd::Error(format!(
                 "node {:?}: no handler for {}",

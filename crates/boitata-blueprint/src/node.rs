@@ -73,6 +73,9 @@ pub struct NodeOutcome {
     /// The node's output, for `{NODE}` placeholders (stdout tail, final message,
     /// sandbox id).
     pub output: String,
+    /// Why the node failed, when its output and exit code do not say (an agent that
+    /// ran out of turns); shown as `node_finished.error` and in the run's error.
+    pub error: Option<String>,
 }
 
 impl NodeOutcome {
@@ -82,6 +85,7 @@ impl NodeOutcome {
             outcome: Outcome::Success,
             exit_code: None,
             output: output.into(),
+            error: None,
         }
     }
 
@@ -91,6 +95,7 @@ impl NodeOutcome {
             outcome: Outcome::Failure,
             exit_code: None,
             output: output.into(),
+            error: None,
         }
     }
 
@@ -104,7 +109,14 @@ impl NodeOutcome {
             },
             exit_code: Some(exit_code),
             output: output.into(),
+            error: None,
         }
+    }
+
+    /// This outcome with `error` saying why the node failed.
+    pub fn with_error(mut self, error: impl Into<String>) -> Self {
+        self.error = Some(error.into());
+        self
     }
 }
 

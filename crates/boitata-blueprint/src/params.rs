@@ -114,6 +114,21 @@ pub fn resolve(
     }
 }
 
+/// The names set more than once in `assignments` (`NAME=VALUE` pairs as given to
+/// `--param`), each with how many times, in name order. A run should refuse these
+/// rather than pick one of the values.
+pub fn repeated(assignments: &[(String, String)]) -> Vec<(String, usize)> {
+    let mut times: BTreeMap<&str, usize> = BTreeMap::new();
+    for (name, _) in assignments {
+        *times.entry(name.as_str()).or_default() += 1;
+    }
+    times
+        .into_iter()
+        .filter(|(_, n)| *n > 1)
+        .map(|(name, n)| (name.to_owned(), n))
+        .collect()
+}
+
 /// Parses `NAME=VALUE` (as given to `--param`).
 ///
 /// # Errors
@@ -124,5 +139,18 @@ pub fn parse_assignment(text: &str) -> Result<(String, String), String> {
             Ok((name.trim().to_owned(), value.to_owned()))
         }
         _ => Err(format!("invalid param {text:?}: write NAME=VALUE")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_param_set_twice_is_found() {
+        let pair = |n: &str, v: &str| (n.to_owned(), v.to_owned());
+        let given = [pair("repo", "a"), pair("ref", "x"), pair("repo", "b")];
+        assert_eq!(repeated(&given), [("repo".to_owned(), 2)]);
+        assert!(repeated(&given[..2]).is_empty());
     }
 }

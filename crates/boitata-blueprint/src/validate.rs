@@ -6,7 +6,14 @@
 //! node ids, unknown node types, field values (durations, limits, memory sizes), edges
 //! from or to unknown nodes and out of `END`, bad `when`, a missing or unknown
 //! `entry`, placeholders that name nothing, and, as warnings, nodes the walk can
-//! never reach. Each message names the node or edge and says how to fix it.
+//! never reach and placeholders naming them. Each message names the node or edge and
+//! says how to fix it.
+//!
+//! Checks do not wait for each other: a node with an unknown field or a bad value
+//! still has its other fields and its placeholders checked, and a bad param or edge
+//! hides nothing else. Only what cannot be known is skipped: nothing after a YAML
+//! syntax error, the placeholders of a node of unknown type (except its `env`), and
+//! reachability while an edge or the entry is wrong.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::time::Duration;
@@ -21,7 +28,7 @@ use crate::model::{
 };
 use crate::suggest::did_you_mean;
 use crate::template::{self, Piece, Reference};
-use crate::yaml::{self, Key, Mapping, Span, Value, Yaml};
+use crate::yaml::{self, DeError, Key, Mapping, Span, Value, Yaml};
 
 /// A blueprint that passed validation, and the warnings it raised.
 #[derive(Debug, Clone)]
@@ -103,7 +110,7 @@ fn is_env_name(name: &str) -> bool {
 }
 
 /// The common fields of a node (everything but `type`).
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct CommonFields {
     #[serde(default)]
@@ -118,6 +125,19 @@ struct CommonFields {
 
 /// Where each placeholder-bearing field of a node was written.
 type FieldSpans = HashMap<String, Option<Span>>;
+
+/// What was read of one node.
+struct NodeRead {
+    /// The node's id as written.
+    id: String,
+    /// The node, when it has no problem.
+    node: Option<Node>,
+    /// Its placeholder-bearing strings (`(field, text)`), read even when the node has
+    /// other problems, so their placeholders are checked too.
+    templates: Vec<(String, String)>,
+    /// Where each field (and each `env.NAME`) was written.
+    spans: FieldSpans,
+}
 
 struct Checker<'a> {
     out: &'a mut Collector,
@@ -203,19 +223,25 @@ impl Checker<'_> {
             );
         }
         let params = self.params(top.get("params"));
-        let nodes_and_spans = self.nodes(top, start);
+        // The param names as written, even when some params have problems; `None`
+        // when `params` is not a mapping, so `{params.NAME}` cannot be checked.
+        let param_names: Option<Vec<&str>> = match top.get("params").map(|p| &p.value) {
+            None | Some(Value::Null) => Some(Vec::new()),
+            Some(Value::Map(m)) => Some(m.entries.iter().map(|(k, _)| k.text.as_str()).collect()),
+            Some(_) => None,
+        };
+        let read_nodes = self.nodes(top, start);
         let edges = self.edges(top.get("edges"), &node_ids);
         let entry = self.entry(top, start, &node_ids);
 
-        let (nodes, spans): (Vec<Node>, Vec<FieldSpans>) = nodes_and_spans.into_iter().unzip();
-        if let Some(params) = &params {
-            for (node, spans) in nodes.iter().zip(&spans) {
-                self.placeholders(node, spans, params, &node_ids);
-            }
+        let reachable = match (&entry, &edges) {
+            (Some(entry), Some(edges)) => Some(self.reachability(entry, edges, &node_keys)),
+            _ => None,
+        };
+        for read in &read_nodes {
+            self.placeholders(read, param_names.as_deref(), &node_ids, reachable.as_ref());
         }
-        if let (Some(entry), Some(edges)) = (&entry, &edges) {
-            self.reachability(entry, edges, &node_keys);
-        }
+        let nodes: Vec<Node> = read_nodes.into_iter().filter_map(|r| r.node).collect();
         Some(Blueprint {
             name: name?,
             description: description?,
@@ -306,23 +332,77 @@ impl Checker<'_> {
         match T::deserialize(value) {
             Ok(v) => Some(v),
             Err(e) => {
-                let span = e.span.or(value.span);
-                let field = if e.path.is_empty() {
-                    String::new()
-                } else {
-                    format!("field {:?}: ", e.path.join("."))
-                };
-                let what = if what.is_empty() {
-                    String::new()
-                } else {
-                    format!(" in {what}")
-                };
-                self.out.error(
-                    span,
-                    "here",
-                    format!("{context}{field}{}{what}", lower(&e.message)),
-                );
+                self.read_error(&e, value.span, context, what);
                 None
+            }
+        }
+    }
+
+    fn read_error(&mut self, e: &DeError, whole: Option<Span>, context: &str, what: &str) {
+        let field = if e.path.is_empty() {
+            String::new()
+        } else {
+            format!("field {:?}: ", e.path.join("."))
+        };
+        let what = if what.is_empty() {
+            String::new()
+        } else {
+            format!(" in {what}")
+        };
+        self.out.error(
+            e.span.or(whole),
+            "here",
+            format!("{context}{field}{}{what}", lower(&e.message)),
+        );
+    }
+
+    /// Reads a `T` from the fields `entries` of the mapping written at `whole`, and
+    /// reports every field whose value does not fit, not only the first: a field at
+    /// fault is reported, then left out (a `required` one is replaced by an empty
+    /// string) and the rest is read again.
+    ///
+    /// Returns what could be read from the fields that fit (`None` only when an error
+    /// names no field) and whether every field fit.
+    fn read_fields<T: for<'de> Deserialize<'de>>(
+        &mut self,
+        mut entries: Vec<(Key, Yaml)>,
+        required: &[&str],
+        whole: Option<Span>,
+        context: &str,
+    ) -> (Option<T>, bool) {
+        let blank = |span| Yaml {
+            value: Value::Str(String::new()),
+            span,
+        };
+        let mut all_fit = true;
+        loop {
+            let map = Yaml {
+                value: Value::Map(Mapping {
+                    entries: entries.clone(),
+                    duplicates: Vec::new(),
+                }),
+                span: whole,
+            };
+            let e = match T::deserialize(&map) {
+                Ok(value) => return (Some(value), all_fit),
+                Err(e) => e,
+            };
+            self.read_error(&e, whole, context, "");
+            all_fit = false;
+            let at_fault = e
+                .path
+                .first()
+                .and_then(|field| entries.iter().position(|(k, _)| &k.text == field));
+            let Some(index) = at_fault else {
+                return (None, false);
+            };
+            let (key, value) = &mut entries[index];
+            if !required.contains(&key.text.as_str()) {
+                entries.remove(index);
+            } else if value.value != Value::Str(String::new()) {
+                *value = blank(value.span);
+            } else {
+                return (None, false);
             }
         }
     }
@@ -388,7 +468,7 @@ impl Checker<'_> {
         ok.then_some(params)
     }
 
-    fn nodes(&mut self, top: &Mapping, start: At) -> Vec<(Node, FieldSpans)> {
+    fn nodes(&mut self, top: &Mapping, start: At) -> Vec<NodeRead> {
         let mut nodes = Vec::new();
         let map = match top.get("nodes") {
             None => {
@@ -423,15 +503,23 @@ impl Checker<'_> {
             },
         };
         for (key, value) in &map.entries {
-            if let Some(node) = self.node(key, value) {
-                nodes.push(node);
-            }
+            nodes.push(self.node(key, value));
         }
         nodes
     }
 
-    fn node(&mut self, key: &Key, value: &Yaml) -> Option<(Node, FieldSpans)> {
+    /// Checks one node. Every check runs even when another fails: a node with an
+    /// unknown field or a bad value still has its other fields and its placeholders
+    /// checked. Only what cannot be known is skipped: without a known type, only the
+    /// `env` values are known to hold placeholders.
+    fn node(&mut self, key: &Key, value: &Yaml) -> NodeRead {
         let id = key.text.as_str();
+        let mut read = NodeRead {
+            id: id.to_owned(),
+            node: None,
+            templates: Vec::new(),
+            spans: HashMap::new(),
+        };
         let mut ok = true;
         if RESERVED_IDS.contains(&id) {
             self.out.error(
@@ -451,7 +539,6 @@ impl Checker<'_> {
             );
             ok = false;
         }
-        let types: Vec<&str> = NodeType::ALL.iter().map(|t| t.as_str()).collect();
         let Some(map) = value.as_map() else {
             self.out.error(
                 value.span.or(key.span),
@@ -461,50 +548,59 @@ impl Checker<'_> {
                     value.kind()
                 ),
             );
-            return None;
+            return read;
         };
-        let node_type = match map.get("type") {
-            None => {
-                self.out.error(
-                    key.span,
-                    "no type",
-                    format!(
-                        "node {id:?}: missing field \"type\" (types: {})",
-                        list(&types)
-                    ),
-                );
-                return None;
-            }
-            Some(t) => match t.as_str() {
-                Some(name) => match NodeType::parse(name) {
-                    Some(node_type) => node_type,
-                    None => {
-                        self.out.error(
-                            t.span,
-                            "unknown type",
-                            format!(
-                                "node {id:?}: unknown type {name:?} (types: {}){}",
-                                list(&types),
-                                did_you_mean(name, types.iter().copied())
-                            ),
-                        );
-                        return None;
-                    }
-                },
-                None => {
+        for (field, field_value) in &map.entries {
+            read.spans.insert(field.text.clone(), field_value.span);
+        }
+        if let Some(env) = map.get("env").and_then(Yaml::as_map) {
+            for (name, env_value) in &env.entries {
+                if !is_env_name(&name.text) {
                     self.out.error(
-                        t.span,
-                        "not a string",
+                        name.span,
+                        "invalid name",
                         format!(
-                            "node {id:?}: type must be one of {}, not {}",
-                            list(&types),
-                            t.kind()
+                            "node {id:?}: env name {:?} is invalid: use letters, digits and _, not starting with a digit",
+                            name.text
                         ),
                     );
-                    return None;
+                    ok = false;
                 }
-            },
+                read.spans
+                    .insert(format!("env.{}", name.text), env_value.span);
+            }
+        }
+        let node_type = self.node_type(id, key, map);
+
+        let context = format!("node {id:?}: ");
+        let pick = |names: &[&str]| -> Vec<(Key, Yaml)> {
+            map.entries
+                .iter()
+                .filter(|(k, _)| names.contains(&k.text.as_str()))
+                .cloned()
+                .collect()
         };
+        let (common, common_fit) =
+            self.read_fields::<CommonFields>(pick(&COMMON_FIELDS[1..]), &[], value.span, &context);
+        ok &= common_fit;
+        let common = common.unwrap_or_default();
+        if common.max_visits == Some(0) {
+            self.out.error(
+                map.get("max_visits").and_then(|v| v.span),
+                "zero",
+                format!("node {id:?}: max_visits must be at least 1 (the default is 1)"),
+            );
+            ok = false;
+        }
+        let Some(node_type) = node_type else {
+            read.templates = common
+                .env
+                .into_iter()
+                .map(|(name, text)| (format!("env.{name}"), text))
+                .collect();
+            return read;
+        };
+
         let allowed: Vec<&str> = node_type
             .fields()
             .iter()
@@ -526,87 +622,72 @@ impl Checker<'_> {
                 ok = false;
             }
         }
-        for required in node_type.required_fields() {
-            if map.get(required).is_none() {
+        let required = node_type.required_fields();
+        let mut spec_fields = pick(node_type.fields());
+        for field in required {
+            if map.get(field).is_none() {
                 self.out.error(
                     key.span,
                     "missing field",
                     format!(
-                        "node {id:?}: missing field {required:?} (type {node_type} needs: {})",
-                        list(node_type.required_fields())
+                        "node {id:?}: missing field {field:?} (type {node_type} needs: {})",
+                        list(required)
                     ),
                 );
                 ok = false;
+                // Read the rest as if it were there, so their values are checked too.
+                spec_fields.push((
+                    Key {
+                        text: (*field).to_owned(),
+                        span: None,
+                    },
+                    Yaml {
+                        value: Value::Str(String::new()),
+                        span: None,
+                    },
+                ));
             }
         }
-        if !ok {
-            return None;
-        }
-
-        let part = |names: &[&str]| Yaml {
-            value: Value::Map(Mapping {
-                entries: map
-                    .entries
-                    .iter()
-                    .filter(|(k, _)| names.contains(&k.text.as_str()))
-                    .cloned()
-                    .collect(),
-                duplicates: Vec::new(),
-            }),
-            span: value.span,
-        };
-        let context = format!("node {id:?}: ");
-        let common_part = part(&COMMON_FIELDS[1..]);
-        let common: Option<CommonFields> = self.read(&common_part, &context, "");
-        let spec_part = part(node_type.fields());
-        let spec = match node_type {
-            NodeType::Provision => self
-                .read::<ProvisionSpec>(&spec_part, &context, "")
-                .map(NodeSpec::Provision),
-            NodeType::Checkout => self
-                .read::<CheckoutSpec>(&spec_part, &context, "")
-                .map(NodeSpec::Checkout),
-            NodeType::Exec => self
-                .read::<ExecSpec>(&spec_part, &context, "")
-                .map(NodeSpec::Exec),
-            NodeType::AgentSandbox => self
-                .read::<AgentSandboxSpec>(&spec_part, &context, "")
-                .map(NodeSpec::AgentSandbox),
-            NodeType::Agent => self
-                .read::<AgentSpec>(&spec_part, &context, "")
-                .map(NodeSpec::Agent),
-        };
-        let common = common?;
-        let spec = spec?;
-
-        if common.max_visits == Some(0) {
-            self.out.error(
-                map.get("max_visits").and_then(|v| v.span),
-                "zero",
-                format!("node {id:?}: max_visits must be at least 1 (the default is 1)"),
-            );
-            ok = false;
-        }
-        let mut spans: FieldSpans = HashMap::new();
-        for (field, field_value) in &map.entries {
-            spans.insert(field.text.clone(), field_value.span);
-        }
-        if let Some(env) = map.get("env").and_then(Yaml::as_map) {
-            for (name, env_value) in &env.entries {
-                if !is_env_name(&name.text) {
-                    self.out.error(
-                        name.span,
-                        "invalid name",
-                        format!(
-                            "node {id:?}: env name {:?} is invalid: use letters, digits and _, not starting with a digit",
-                            name.text
-                        ),
-                    );
-                    ok = false;
-                }
-                spans.insert(format!("env.{}", name.text), env_value.span);
+        let (spec, spec_fit) = match node_type {
+            NodeType::Provision => {
+                let (spec, fit) =
+                    self.read_fields::<ProvisionSpec>(spec_fields, required, value.span, &context);
+                (spec.map(NodeSpec::Provision), fit)
             }
-        }
+            NodeType::Checkout => {
+                let (spec, fit) =
+                    self.read_fields::<CheckoutSpec>(spec_fields, required, value.span, &context);
+                (spec.map(NodeSpec::Checkout), fit)
+            }
+            NodeType::Exec => {
+                let (spec, fit) =
+                    self.read_fields::<ExecSpec>(spec_fields, required, value.span, &context);
+                (spec.map(NodeSpec::Exec), fit)
+            }
+            NodeType::AgentSandbox => {
+                let (spec, fit) = self.read_fields::<AgentSandboxSpec>(
+                    spec_fields,
+                    required,
+                    value.span,
+                    &context,
+                );
+                (spec.map(NodeSpec::AgentSandbox), fit)
+            }
+            NodeType::Agent => {
+                let (spec, fit) =
+                    self.read_fields::<AgentSpec>(spec_fields, required, value.span, &context);
+                (spec.map(NodeSpec::Agent), fit)
+            }
+        };
+        ok &= spec_fit;
+        let Some(spec) = spec else {
+            read.templates = common
+                .env
+                .into_iter()
+                .map(|(name, text)| (format!("env.{name}"), text))
+                .collect();
+            return read;
+        };
         let node = Node {
             id: id.to_owned(),
             description: common.description,
@@ -615,7 +696,56 @@ impl Checker<'_> {
             env: common.env,
             spec,
         };
-        ok.then_some((node, spans))
+        read.templates = node
+            .template_fields()
+            .into_iter()
+            .map(|(field, text)| (field, text.to_owned()))
+            .collect();
+        if ok {
+            read.node = Some(node);
+        }
+        read
+    }
+
+    /// The node's `type`, or `None` (reported) when it is missing or unknown.
+    fn node_type(&mut self, id: &str, key: &Key, map: &Mapping) -> Option<NodeType> {
+        let types: Vec<&str> = NodeType::ALL.iter().map(|t| t.as_str()).collect();
+        let Some(t) = map.get("type") else {
+            self.out.error(
+                key.span,
+                "no type",
+                format!(
+                    "node {id:?}: missing field \"type\" (types: {})",
+                    list(&types)
+                ),
+            );
+            return None;
+        };
+        let Some(name) = t.as_str() else {
+            self.out.error(
+                t.span,
+                "not a string",
+                format!(
+                    "node {id:?}: type must be one of {}, not {}",
+                    list(&types),
+                    t.kind()
+                ),
+            );
+            return None;
+        };
+        let node_type = NodeType::parse(name);
+        if node_type.is_none() {
+            self.out.error(
+                t.span,
+                "unknown type",
+                format!(
+                    "node {id:?}: unknown type {name:?} (types: {}){}",
+                    list(&types),
+                    did_you_mean(name, types.iter().copied())
+                ),
+            );
+        }
+        node_type
     }
 
     fn edges(&mut self, value: Option<&Yaml>, node_ids: &[&str]) -> Option<Vec<Edge>> {
@@ -832,17 +962,21 @@ impl Checker<'_> {
         Some(entry.to_owned())
     }
 
+    /// Checks the placeholders of one node: their syntax, the names they use, and
+    /// (a warning) a `{NODE}` whose node the walk never reaches, which would fail the
+    /// run when this node runs. `param_names` is `None` when the params cannot be
+    /// known; `reachable` is `None` when the graph cannot be walked (a bad edge or
+    /// entry).
     fn placeholders(
         &mut self,
-        node: &Node,
-        spans: &FieldSpans,
-        params: &BTreeMap<String, Param>,
+        read: &NodeRead,
+        param_names: Option<&[&str]>,
         node_ids: &[&str],
+        reachable: Option<&BTreeSet<String>>,
     ) {
-        let param_names: Vec<&str> = params.keys().map(String::as_str).collect();
-        for (field, text) in node.template_fields() {
-            let span = spans.get(&field).copied().flatten();
-            let context = format!("node {:?}: field {field:?}", node.id);
+        for (field, text) in &read.templates {
+            let span = read.spans.get(field).copied().flatten();
+            let context = format!("node {:?}: field {field:?}", read.id);
             let (pieces, errors) = template::scan(text);
             for e in errors {
                 let at = self.inner_span(span, text, e.offset, e.len);
@@ -856,39 +990,69 @@ impl Checker<'_> {
                 let at = self.inner_span(span, text, p.offset, p.len);
                 match &p.reference {
                     Reference::Task | Reference::RunId => {}
-                    Reference::Param(name) if params.contains_key(name) => {}
                     Reference::Param(name) => {
+                        let Some(param_names) = param_names else {
+                            continue;
+                        };
+                        if param_names.contains(&name.as_str()) {
+                            continue;
+                        }
                         let declared = if param_names.is_empty() {
                             "none are declared".to_owned()
                         } else {
-                            format!("declared: {}", list(&param_names))
+                            format!("declared: {}", list(param_names))
+                        };
+                        let fix = match crate::suggest::closest(name, param_names.iter().copied())
+                        {
+                            Some(close) => format!(
+                                "declare {name:?} under `params:`, or did you mean {{params.{close}}}?"
+                            ),
+                            None => format!("declare {name:?} under `params:`"),
                         };
                         self.out.error(
                             at,
                             "undeclared param",
                             format!(
-                                "{context}: {} names no declared param ({declared}); declare it under `params:`{}",
+                                "{context}: {} names no declared param ({declared}): {fix}",
                                 p.reference.placeholder(),
-                                crate::suggest::closest(name, param_names.iter().copied())
-                                    .map(|c| format!("; did you mean {{params.{c}}}?"))
-                                    .unwrap_or_default()
                             ),
                         );
                     }
-                    Reference::Node(name) if node_ids.contains(&name.as_str()) => {}
+                    Reference::Node(name) if node_ids.contains(&name.as_str()) => {
+                        let Some(reachable) = reachable else {
+                            continue;
+                        };
+                        if reachable.contains(&read.id) && !reachable.contains(name) {
+                            self.out.warning(
+                                at,
+                                "never runs",
+                                format!(
+                                    "{context}: {} names node {name:?}, which the walk never reaches, so the run fails when {:?} starts: route the walk through {name:?} before {:?}, or remove the placeholder",
+                                    p.reference.placeholder(),
+                                    read.id,
+                                    read.id,
+                                ),
+                            );
+                        }
+                    }
                     Reference::Node(name) | Reference::Unknown(name) => {
                         let mut candidates: Vec<String> = vec!["task".into(), "run.id".into()];
                         candidates.extend(node_ids.iter().map(|n| (*n).to_owned()));
-                        candidates.extend(param_names.iter().map(|n| format!("params.{n}")));
+                        candidates.extend(
+                            param_names
+                                .unwrap_or_default()
+                                .iter()
+                                .map(|n| format!("params.{n}")),
+                        );
                         let suggestion =
                             crate::suggest::closest(name, candidates.iter().map(String::as_str))
-                                .map(|c| format!("; did you mean {{{c}}}?"))
+                                .map(|c| format!(": did you mean {{{c}}}?"))
                                 .unwrap_or_default();
                         self.out.error(
                             at,
                             "unknown placeholder",
                             format!(
-                                "{context}: unknown placeholder {} (use {{task}}, {{run.id}}, {{params.NAME}} or a node: {}){suggestion}; write {{{{ and }}}} for literal braces",
+                                "{context}: unknown placeholder {}{suggestion} (placeholders are {{task}}, {{run.id}}, {{params.NAME}} and the node ids {}; for a literal brace write {{{{ or }}}})",
                                 p.reference.placeholder(),
                                 list(node_ids),
                             ),
@@ -926,11 +1090,18 @@ impl Checker<'_> {
         })
     }
 
-    fn reachability(&mut self, entry: &str, edges: &[Edge], node_keys: &[&Key]) {
-        let mut seen: BTreeSet<&str> = BTreeSet::new();
+    /// Warns about each node the walk cannot reach from `entry`; returns the ids of
+    /// those it can.
+    fn reachability(
+        &mut self,
+        entry: &str,
+        edges: &[Edge],
+        node_keys: &[&Key],
+    ) -> BTreeSet<String> {
+        let mut seen: BTreeSet<String> = BTreeSet::new();
         let mut queue = VecDeque::from([entry]);
         while let Some(id) = queue.pop_front() {
-            if !seen.insert(id) {
+            if !seen.insert(id.to_owned()) {
                 continue;
             }
             for edge in edges.iter().filter(|e| e.from == id) {
@@ -938,7 +1109,7 @@ impl Checker<'_> {
             }
         }
         for key in node_keys {
-            if !seen.contains(key.text.as_str()) {
+            if !seen.contains(&key.text) {
                 self.out.warning(
                     key.span,
                     "unreachable",
@@ -949,6 +1120,7 @@ impl Checker<'_> {
                 );
             }
         }
+        seen
     }
 }
 

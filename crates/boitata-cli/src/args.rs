@@ -107,7 +107,9 @@ pub(crate) struct RunArgs {
     /// For the scripted provider: the script file (overrides config and BOITATA_SCRIPT).
     #[arg(long, value_name = "FILE")]
     pub(crate) script: Option<PathBuf>,
-    /// The most model requests the agent may make (overrides agent.max_turns).
+    /// The most model requests the agent may make (overrides agent.max_turns). In a
+    /// blueprint it applies to agent nodes without their own max_turns: a node's
+    /// max_turns wins.
     #[arg(long, value_name = "N")]
     pub(crate) max_turns: Option<u32>,
     /// Print one JSON event per line on stdout instead of human progress.
@@ -117,7 +119,7 @@ pub(crate) struct RunArgs {
     /// in the user config dir's blueprints/.
     #[arg(long, short = 'b', value_name = "FILE_OR_NAME")]
     pub(crate) blueprint: Option<String>,
-    /// Set a blueprint param (repeatable).
+    /// Set a blueprint param (repeatable; each param once). Needs --blueprint.
     #[arg(long = "param", short = 'p', value_name = "NAME=VALUE", value_parser = parse_param)]
     pub(crate) params: Vec<(String, String)>,
     /// Run on a boitata-server instead (`--blueprint` is then a name the server offers).

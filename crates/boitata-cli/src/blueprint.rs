@@ -13,7 +13,7 @@ use boitata_core::{Redactor, RunStatus};
 use miette::{GraphicalReportHandler, GraphicalTheme};
 
 use crate::args::{BlueprintGraphArgs, BlueprintValidateArgs, GlobalArgs, RunArgs};
-use crate::error::{CliError, EXIT_FAILED};
+use crate::error::{CliError, EXIT_FAILED, EXIT_USAGE};
 use crate::session::{self, LocalRun};
 
 /// Draws diagnostics for stderr: colours on a terminal, plain otherwise.
@@ -31,13 +31,30 @@ fn eprint(text: &str) {
     let _ = write!(std::io::stderr(), "{text}");
 }
 
+/// How to print a valid blueprint's warnings.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Warnings {
+    /// Each drawn with its source line (`boitata blueprint validate`, `graph`).
+    Drawn,
+    /// One `file:line:col: warning: …` line each (before a run).
+    OneLine,
+}
+
 /// Loads `path`, printing its warnings; an unreadable or invalid file is the error
 /// message (diagnostics drawn in full).
-fn load_reporting(path: &Path) -> Result<Validated, String> {
+fn load_reporting(path: &Path, warnings: Warnings) -> Result<Validated, String> {
     match load(path) {
         Ok(validated) => {
-            if !validated.warnings.is_empty() {
-                eprint(&render(&validated.warnings));
+            if validated.warnings.is_empty() {
+                return Ok(validated);
+            }
+            match warnings {
+                Warnings::Drawn => eprint(&render(&validated.warnings)),
+                Warnings::OneLine => {
+                    for warning in validated.warnings.warnings() {
+                        eprint(&format!("{}\n", warning.one_line()));
+                    }
+                }
             }
             Ok(validated)
         }
@@ -45,28 +62,33 @@ fn load_reporting(path: &Path) -> Result<Validated, String> {
             eprint(&render(&diagnostics));
             let errors = diagnostics.errors().count();
             Err(format!(
-                "{}: invalid blueprint ({errors} {})",
+                "{}: invalid blueprint ({})",
                 path.display(),
-                if errors == 1 { "error" } else { "errors" }
+                count(errors, "error", "errors")
             ))
         }
         Err(e) => Err(e.to_string()),
     }
 }
 
+/// `1 node`, `2 nodes`.
+fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 /// `boitata blueprint validate FILE...`: 0 when every file is valid, 1 otherwise.
 pub(crate) fn validate(args: &BlueprintValidateArgs) -> u8 {
     let mut code = 0;
     for file in &args.files {
-        match load_reporting(file) {
+        match load_reporting(file, Warnings::Drawn) {
             Ok(validated) => {
                 let _ = writeln!(
                     std::io::stdout(),
-                    "{}: ok (blueprint {}, {} nodes, {} edges)",
+                    "{}: ok (blueprint {}, {}, {})",
                     file.display(),
                     validated.blueprint.name,
-                    validated.blueprint.nodes.len(),
-                    validated.blueprint.edges.len()
+                    count(validated.blueprint.nodes.len(), "node", "nodes"),
+                    count(validated.blueprint.edges.len(), "edge", "edges"),
                 );
             }
             Err(message) => {
@@ -80,7 +102,7 @@ pub(crate) fn validate(args: &BlueprintValidateArgs) -> u8 {
 
 /// `boitata blueprint graph FILE`: the Mermaid flowchart on stdout.
 pub(crate) fn graph(args: &BlueprintGraphArgs) -> Result<u8, CliError> {
-    let validated = load_reporting(&args.file).map_err(CliError::failed)?;
+    let validated = load_reporting(&args.file, Warnings::Drawn).map_err(CliError::failed)?;
     let _ = write!(
         std::io::stdout(),
         "{}",
@@ -119,15 +141,46 @@ pub(crate) async fn run(global: &GlobalArgs, args: RunArgs) -> Result<u8, CliErr
         &boitata_blueprint::load::default_search_dirs(),
     )
     .map_err(CliError::usage)?;
-    let blueprint = load_reporting(&path).map_err(CliError::usage)?.blueprint;
+    let blueprint = load_reporting(&path, Warnings::OneLine)
+        .map_err(CliError::usage)?
+        .blueprint;
+
+    // Refuse before a run is recorded, with every reason at once: a param set twice,
+    // params missing or not declared, sandbox nodes without a backend, a sandbox
+    // blueprint without a reachable daemon.
+    let mut problems: Vec<String> = boitata_blueprint::params::repeated(&args.params)
+        .into_iter()
+        .map(|(name, times)| format!("--param {name} is given {times} times: give each param once"))
+        .collect();
     let params: BTreeMap<String, String> = args.params.iter().cloned().collect();
-    // Refuse before a run is recorded: sandbox nodes without a backend, bad params, a
-    // sandbox blueprint without a reachable daemon.
     let sandboxed = crate::sandbox::SandboxedExecutor::from_env();
     let executor = &sandboxed.executor;
-    executor.check(&blueprint).map_err(CliError::usage)?;
-    boitata_blueprint::params::resolve(&blueprint, &params).map_err(CliError::usage)?;
-    sandboxed.preflight(&blueprint).await?;
+    if let Err(e) = executor.check_run(&blueprint, &params) {
+        problems.extend(e.problems.iter().map(ToString::to_string));
+    }
+    let mut code = EXIT_USAGE;
+    if let Err(e) = sandboxed.preflight(&blueprint).await {
+        if problems.is_empty() {
+            code = e.code;
+        }
+        problems.push(e.message);
+    }
+    match problems.as_slice() {
+        [] => {}
+        [problem] => return Err(CliError::new(code, problem)),
+        _ => {
+            let mut message = format!(
+                "blueprint {:?} cannot run ({}):",
+                blueprint.name,
+                count(problems.len(), "problem", "problems")
+            );
+            for problem in &problems {
+                message.push_str("\n  - ");
+                message.push_str(problem);
+            }
+            return Err(CliError::new(code, message));
+        }
+    }
 
     let store = session::open_store(&config)?;
     let local = LocalRun::start(

@@ -21,6 +21,14 @@ impl CliError {
         }
     }
 
+    /// An error that exits with `code`.
+    pub(crate) fn new(code: u8, message: impl std::fmt::Display) -> Self {
+        CliError {
+            code,
+            message: message.to_string(),
+        }
+    }
+
     /// A failure (exit 1).
     pub(crate) fn failed(message: impl std::fmt::Display) -> Self {
         CliError {

@@ -1,5 +1,9 @@
 //! Showing events: human progress on stderr (with a spinner naming the current tool
 //! call when stderr is a terminal), or one JSON event per line on stdout.
+//!
+//! A command's output arrives in chunks that need not end at a line break; each
+//! node's stdout and stderr are shown line by line, a partial line kept until the
+//! rest arrives, or until the node or the run finishes.
 
 use std::io::{IsTerminal, Write};
 use std::sync::Mutex;
@@ -15,7 +19,18 @@ pub(crate) struct Renderer {
     to_stdout: bool,
     spinner: Option<ProgressBar>,
     state: Mutex<Option<chrono::DateTime<chrono::Utc>>>,
+    partial: Mutex<Vec<PartialLine>>,
 }
+
+/// The text after the last line break of one node's stdout or stderr, not shown yet.
+struct PartialLine {
+    node: Option<String>,
+    stream: OutputStream,
+    text: String,
+}
+
+/// How many characters of a node's `detail` (its command or prompt) are shown.
+const DETAIL_CHARS: usize = 120;
 
 impl Renderer {
     pub(crate) fn new(json: bool) -> Self {
@@ -34,6 +49,7 @@ impl Renderer {
             to_stdout: false,
             spinner,
             state: Mutex::new(None),
+            partial: Mutex::new(Vec::new()),
         }
     }
 
@@ -44,6 +60,7 @@ impl Renderer {
             to_stdout: true,
             spinner: None,
             state: Mutex::new(None),
+            partial: Mutex::new(Vec::new()),
         }
     }
 
@@ -70,8 +87,9 @@ impl Renderer {
         self.line(&format!("note: {text}"));
     }
 
-    /// Stops the spinner.
+    /// Shows what is left of any command's output, and stops the spinner.
     pub(crate) fn finish(&self) {
+        self.flush_output(|_| true);
         if let Some(bar) = &self.spinner {
             bar.finish_and_clear();
         }
@@ -109,9 +127,12 @@ impl Renderer {
                 }
                 self.status("thinking");
             }
-            EventPayload::NodeStarted { node_type } => {
+            EventPayload::NodeStarted { node_type, detail } => {
                 let name = node.unwrap_or("?");
                 self.line(&format!("▶ {name} ({node_type})"));
+                if let Some(detail) = detail {
+                    self.detail(node_type, detail);
+                }
                 self.status(format!("{name}: running"));
             }
             EventPayload::NodeFinished {
@@ -120,6 +141,7 @@ impl Renderer {
                 error,
                 ..
             } => {
+                self.flush_output(|partial| partial.node.as_deref() == node);
                 let name = node.unwrap_or("?");
                 let mark = if *outcome == Outcome::Success {
                     "✓"
@@ -153,14 +175,7 @@ impl Renderer {
                 self.line(&format!("  sandbox {short} destroyed"));
             }
             EventPayload::ExecOutput { stream, chunk } => {
-                let bar = if *stream == OutputStream::Stderr {
-                    "┆"
-                } else {
-                    "│"
-                };
-                for l in chunk.lines() {
-                    self.line(&format!("  {bar} {l}"));
-                }
+                self.output(node, *stream, chunk);
             }
             EventPayload::AgentMessage { text } => {
                 let mut lines = text.trim().lines();
@@ -198,6 +213,7 @@ impl Renderer {
             }
             EventPayload::Usage { .. } => {}
             EventPayload::RunFinished { status, error } => {
+                self.flush_output(|_| true);
                 let secs = started
                     .map(|t| (event.ts - t).num_milliseconds() as f64 / 1000.0)
                     .unwrap_or(0.0);
@@ -212,6 +228,88 @@ impl Renderer {
                 self.line(&format!("{mark} run {status} in {secs:.1}s{why}"));
             }
         }
+    }
+}
+
+impl Renderer {
+    /// One line under a node's start: the command it runs, or the start of its prompt,
+    /// image or repository; dimmed on a terminal.
+    fn detail(&self, node_type: &str, detail: &str) {
+        let label = match node_type {
+            "exec" => "$ ",
+            "agent" | "agent_sandbox" => "prompt: ",
+            "provision" => "image: ",
+            "checkout" => "repo: ",
+            _ => "",
+        };
+        let first = detail.trim().lines().next().unwrap_or("");
+        let mut shown: String = first.chars().take(DETAIL_CHARS).collect();
+        if shown.len() < detail.trim().len() {
+            shown.push('…');
+        }
+        let text = format!("  {label}{shown}");
+        if self.spinner.is_some() && std::env::var_os("NO_COLOR").is_none() {
+            self.line(&format!("\x1b[2m{text}\x1b[0m"));
+        } else {
+            self.line(&text);
+        }
+    }
+
+    /// Shows every complete line of `chunk`, after what was left of the node's
+    /// stream; keeps the rest for later.
+    fn output(&self, node: Option<&str>, stream: OutputStream, chunk: &str) {
+        let mut partial = self.partial.lock().unwrap_or_else(|p| p.into_inner());
+        let index = match partial
+            .iter()
+            .position(|p| p.node.as_deref() == node && p.stream == stream)
+        {
+            Some(index) => index,
+            None => {
+                partial.push(PartialLine {
+                    node: node.map(str::to_owned),
+                    stream,
+                    text: String::new(),
+                });
+                partial.len() - 1
+            }
+        };
+        let pending = &mut partial[index].text;
+        pending.push_str(chunk);
+        let Some(end) = pending.rfind('\n') else {
+            return;
+        };
+        let rest = pending.split_off(end + 1);
+        let complete = std::mem::replace(pending, rest);
+        if partial[index].text.is_empty() {
+            partial.remove(index);
+        }
+        drop(partial);
+        for line in complete.lines() {
+            self.output_line(stream, line);
+        }
+    }
+
+    /// Shows the partial lines `which` selects, each as a line of its own.
+    fn flush_output(&self, which: impl Fn(&PartialLine) -> bool) {
+        let flushed: Vec<PartialLine> = {
+            let mut partial = self.partial.lock().unwrap_or_else(|p| p.into_inner());
+            let (flushed, kept) = std::mem::take(&mut *partial).into_iter().partition(which);
+            *partial = kept;
+            flushed
+        };
+        for p in flushed {
+            self.output_line(p.stream, &p.text);
+        }
+    }
+
+    fn output_line(&self, stream: OutputStream, line: &str) {
+        let bar = if stream == OutputStream::Stderr {
+            "┆"
+        } else {
+            "│"
+        };
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        self.line(&format!("  {bar} {line}"));
     }
 }
 

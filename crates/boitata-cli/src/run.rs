@@ -12,6 +12,12 @@ use crate::error::CliError;
 use crate::session::{self, LocalRun};
 
 pub(crate) async fn run(global: &GlobalArgs, args: RunArgs) -> Result<u8, CliError> {
+    if !args.params.is_empty() {
+        return Err(CliError::usage(
+            "--param needs --blueprint: params are a blueprint's inputs; without \
+             --blueprint the agent runs on the task alone",
+        ));
+    }
     let mut config = session::load_config(global)?;
     session::override_provider(
         &mut config,

@@ -71,6 +71,12 @@ pub enum EventPayload {
     NodeStarted {
         /// The node's type (`exec`, `agent`, `provision`, …).
         node_type: String,
+        /// What the node runs, placeholders substituted: the command of an `exec`,
+        /// the prompt of an agent, the image of a `provision`, the repository of a
+        /// `checkout` (cut to a few KiB). Absent when the node's placeholders could not
+        /// be substituted, and in events recorded before this field existed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        detail: Option<String>,
     },
     /// A blueprint node ended.
     NodeFinished {

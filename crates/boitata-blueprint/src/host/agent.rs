@@ -10,8 +10,9 @@ use crate::node::{NodeContext, NodeError, NodeHandler, NodeOutcome};
 /// Runs `agent` nodes: the agent built by the run's
 /// [`Runtime`](boitata_core::runtime::Runtime) (built on first use, so a blueprint
 /// without agent nodes needs no API key), prompted with the node's `prompt`, limited to
-/// its `max_turns` (default: the config's). Output: the agent's final message; outcome:
-/// success iff it ended its turn (running out of turns is a failure).
+/// its `max_turns` (default: the config's `agent.max_turns`, which `--max-turns` sets;
+/// the node's own wins). Output: the agent's final message; outcome: success iff it
+/// ended its turn (running out of turns is a failure, with the reason as its error).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostAgent;
 
@@ -42,9 +43,20 @@ impl NodeHandler for HostAgent {
             .await?;
         Ok(match outcome.stop {
             AgentStop::EndTurn => NodeOutcome::success(outcome.final_message),
-            AgentStop::MaxTurns | AgentStop::Cancelled => {
+            AgentStop::MaxTurns => {
+                let raise = if spec.max_turns.is_some() {
+                    "raise max_turns on the node"
+                } else {
+                    "set max_turns on the node, or raise agent.max_turns or --max-turns"
+                };
+                let used = match outcome.turns {
+                    1 => "its only turn".to_owned(),
+                    n => format!("all {n} turns"),
+                };
                 NodeOutcome::failure(outcome.final_message)
+                    .with_error(format!("the agent used {used} without finishing ({raise})"))
             }
+            AgentStop::Cancelled => NodeOutcome::failure(outcome.final_message),
         })
     }
 }

@@ -146,6 +146,95 @@ edges:
 }
 
 #[tokio::test]
+async fn an_agent_out_of_turns_says_why_in_node_finished_and_in_the_run_error() {
+    let mut h = Harness::new();
+    with_model(&mut h, true);
+    let report = h
+        .run(
+            r#"name: busy
+entry: fix
+nodes:
+  fix: { type: agent, prompt: "go", max_turns: 2 }
+"#,
+        )
+        .await;
+    assert_eq!(report.status, RunStatus::Failed);
+    let why = "the agent used all 2 turns without finishing (raise max_turns on the node)";
+    let finished: Vec<Option<String>> = h
+        .recorder
+        .events()
+        .into_iter()
+        .filter_map(|e| match e.payload {
+            EventPayload::NodeFinished { error, .. } => Some(error),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(finished, [Some(why.to_owned())]);
+    assert_eq!(report.steps[0].error.as_deref(), Some(why));
+    assert_eq!(
+        report.error.as_deref(),
+        Some(format!("the last node, \"fix\", failed: {why}").as_str())
+    );
+}
+
+#[tokio::test]
+async fn node_started_shows_the_prompt_the_agent_gets() {
+    let mut h = Harness::new();
+    with_model(&mut h, false);
+    h.params.insert("what".into(), "the parser".into());
+    h.run(
+        r#"name: fix
+entry: test
+params:
+  what: {}
+nodes:
+  test: { type: exec, command: "echo 1 failed" }
+  fix: { type: agent, prompt: "{task}: fix {params.what}; tests say {test}" }
+edges:
+  - { from: test, to: fix }
+"#,
+    )
+    .await;
+    let details: Vec<(Option<String>, Option<String>)> = h
+        .recorder
+        .events()
+        .into_iter()
+        .filter_map(|e| match e.payload {
+            EventPayload::NodeStarted { detail, .. } => Some((e.node, detail)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        details,
+        [
+            (Some("test".into()), Some("echo 1 failed".into())),
+            (
+                Some("fix".into()),
+                Some("the task: fix the parser; tests say 1 failed".into())
+            ),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn the_test_fix_loop_example_hands_the_agent_what_the_tests_print_on_stderr() {
+    // Like `python -m unittest` or a cargo compile error: the failure is on stderr.
+    let mut h = Harness::new();
+    let model = with_model(&mut h, false);
+    h.params.insert(
+        "test_command".into(),
+        "printf 'FAIL: %s\\n' test_parse >&2; exit 1".into(),
+    );
+    let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/blueprints/test_fix_loop.yaml");
+    let yaml = std::fs::read_to_string(example).unwrap();
+    let report = h.run(&yaml).await;
+    assert_eq!(report.status, RunStatus::Failed, "the tests never pass");
+    let prompts = model.prompts.lock().unwrap();
+    assert!(prompts[0].contains("FAIL: test_parse\n"), "{}", prompts[0]);
+}
+
+#[tokio::test]
 async fn a_blueprint_without_agent_nodes_needs_no_provider() {
     // The default config names openai with no key: fine while no node needs a model.
     let h = Harness::new();

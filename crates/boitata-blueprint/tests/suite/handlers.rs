@@ -8,7 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use boitata_blueprint::{
     Executor, HandlerKind, Node, NodeContext, NodeError, NodeHandler, NodeHandlers, NodeOutcome,
-    NodeSpec, RunEnding, RunError, RunHooks,
+    NodeSpec, RunEnding, RunHooks,
 };
 use boitata_core::{EventPayload, RunStatus};
 
@@ -211,11 +211,48 @@ async fn a_sandbox_node_without_a_backend_is_refused_before_the_run() {
         .run(&bp, h.request("t"))
         .await
         .unwrap_err();
-    assert!(matches!(err, RunError::MissingHandlers(ref m) if m.len() == 2));
+    assert_eq!(err.missing_handlers().count(), 2);
     assert_eq!(
         err.to_string(),
         "node \"box\": type provision needs a sandbox backend, and none is configured for this run; \
          node \"test\": type exec with container needs a sandbox backend, and none is configured for this run"
     );
+    assert!(h.recorder.events().is_empty(), "nothing may run");
+}
+
+#[tokio::test]
+async fn missing_handlers_and_bad_params_are_reported_together() {
+    let mut h = Harness::new();
+    h.params.insert("colour".into(), "red".into());
+    let bp = blueprint(
+        r#"name: sandboxed
+entry: box
+params:
+  repo: { description: "the repository" }
+nodes:
+  box: { type: provision, image: "img" }
+  code: { type: exec, command: "echo {params.repo}" }
+edges:
+  - { from: box, to: code }
+"#,
+    );
+    let executor = Executor::new(NodeHandlers::host());
+    let err = executor
+        .check_run(&bp, &h.params)
+        .expect_err("params and a missing handler");
+    let problems: Vec<String> = err.problems.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        problems,
+        [
+            "param \"colour\" is not declared (params: repo)",
+            "param \"repo\" is required: set it with --param repo=VALUE (the repository)",
+            "node \"box\": type provision needs a sandbox backend, and none is configured for this run",
+        ]
+    );
+    assert_eq!(err.param_problems().count(), 2);
+    assert_eq!(err.missing_handlers().count(), 1);
+    // `run` refuses with the same report, before any event.
+    let refused = executor.run(&bp, h.request("t")).await.unwrap_err();
+    assert_eq!(refused, err);
     assert!(h.recorder.events().is_empty(), "nothing may run");
 }

@@ -1,6 +1,6 @@
 //! The walk: routing, END, limits, status, events, placeholders, params.
 
-use boitata_blueprint::{Executor, NodeHandlers, RunError};
+use boitata_blueprint::{Executor, NodeHandlers};
 use boitata_core::{EventPayload, Outcome, RunStatus};
 
 use super::support::{blueprint, path, run_finished, Harness};
@@ -341,6 +341,62 @@ edges:
 }
 
 #[tokio::test]
+async fn node_started_shows_the_command_with_its_placeholders_substituted() {
+    let mut h = Harness::new();
+    h.params.insert("suite".into(), "unit".into());
+    let report = h
+        .run(
+            r#"name: detail
+entry: a
+params:
+  suite: {}
+nodes:
+  a: { type: exec, command: "echo built" }
+  b: { type: exec, command: "echo {params.suite} after {a}; exit 1" }
+  c: { type: exec, command: "echo {c}" }
+edges:
+  - { from: a, to: b }
+  - { from: b, to: c }
+"#,
+        )
+        .await;
+    let details: Vec<(Option<String>, Option<String>)> = h
+        .recorder
+        .events()
+        .into_iter()
+        .filter_map(|e| match e.payload {
+            EventPayload::NodeStarted { detail, .. } => Some((e.node, detail)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        details,
+        [
+            (Some("a".into()), Some("echo built".into())),
+            (
+                Some("b".into()),
+                Some("echo unit after built; exit 1".into())
+            ),
+            // {c} cannot be substituted before c has run: no detail, and the run fails.
+            (Some("c".into()), None),
+        ]
+    );
+    assert_eq!(report.status, RunStatus::Failed);
+}
+
+#[tokio::test]
+async fn a_failed_command_as_the_last_node_names_its_exit_code_in_the_run_error() {
+    let h = Harness::new();
+    let report = h
+        .run("name: last\nentry: a\nnodes:\n  a: { type: exec, command: \"exit 3\" }\n")
+        .await;
+    assert_eq!(
+        report.error.as_deref(),
+        Some("the last node, \"a\", failed with exit code 3")
+    );
+}
+
+#[tokio::test]
 async fn a_missing_required_param_fails_before_anything_runs() {
     let mut h = Harness::new();
     h.params.insert("colour".into(), "blue".into());
@@ -358,10 +414,7 @@ nodes:
         .run(&bp, h.request("t"))
         .await
         .unwrap_err();
-    let RunError::Params(params) = &err else {
-        panic!("{err:?}")
-    };
-    assert_eq!(params.problems.len(), 2);
+    assert_eq!(err.param_problems().count(), 2, "{err:?}");
     let message = err.to_string();
     assert!(
         message.contains("param \"repo\" is required: set it with --param repo=VALUE"),

@@ -283,6 +283,66 @@ edges:
 "#
 );
 
+// Problems that used to hide each other: a node with a zero max_visits or an unknown
+// field, and a param with an unknown field, skipped their placeholder checks, and a
+// bad edge hid nothing but was reported in a first round of its own.
+invalid!(
+    problems_in_one_node_do_not_hide_its_placeholders,
+    r#"name: trial
+entry: test
+params:
+  test_command: { default: "make test", help: "how to run the tests" }
+nodes:
+  test:
+    type: exec
+    command: "{params.test_command} {test"
+  fix:
+    type: agent
+    prompt: "fix {params.q} after {tset} in {run.name}, then awk '{print $1}'"
+    max_visits: 0
+  report:
+    type: exec
+    command: "echo {fix} {nobody}"
+    colour: red
+  notes:
+    type: nope
+    env: { SEEN: "{tset}" }
+  box:
+    type: agent_sandbox
+    prompt: "{tset}"
+    port: 70000
+edges:
+  - { from: test, when: 256, to: fix }
+  - { from: fix, to: report }
+  - { from: report, to: notes }
+  - { from: notes, to: box }
+"#
+);
+
+#[test]
+fn a_placeholder_naming_a_node_the_walk_never_reaches_is_a_warning() {
+    let yaml = r#"name: never
+entry: a
+nodes:
+  a: { type: exec, command: "echo {never} {b}" }
+  b: { type: exec, command: "true" }
+  never: { type: exec, command: "true" }
+  island: { type: exec, command: "echo {never}" }
+edges:
+  - { from: a, to: b }
+  - { from: island, to: never }
+"#;
+    let validated = parse(yaml, "blueprint.yaml").unwrap();
+    insta::assert_snapshot!(
+        "a_placeholder_naming_a_node_the_walk_never_reaches_is_a_warning",
+        format!(
+            "{}\n---\n{}\n",
+            validated.warnings.render(100),
+            validated.warnings
+        )
+    );
+}
+
 #[test]
 fn unreachable_nodes_are_warnings_not_errors() {
     let yaml = r#"name: island

@@ -284,3 +284,255 @@ fn ctrl_c_during_a_host_exec_cancels_the_run_kills_its_processes_and_exits_130()
         }
     ));
 }
+
+/// `boitata run TASK ARGS...` in `home`, with the stdout, the stderr and the exit code.
+fn run_in(home: &Path, args: &[&str]) -> (String, String, Option<i32>) {
+    let output = boitata(home).arg("run").args(args).output().unwrap();
+    (
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+        output.status.code(),
+    )
+}
+
+fn no_run_recorded(home: &Path) {
+    let listed = boitata(home)
+        .args(["runs", "list", "--json"])
+        .output()
+        .unwrap();
+    let runs: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap_or_default();
+    assert!(
+        runs.as_array().is_none_or(|r| r.is_empty()),
+        "no run may be recorded: {runs}"
+    );
+}
+
+#[test]
+fn every_reason_a_run_cannot_start_is_reported_at_once() {
+    let home = tempfile::tempdir().unwrap();
+    let file = home.path().join("sandboxed.yaml");
+    std::fs::write(
+        &file,
+        r#"name: sandboxed
+entry: box
+params:
+  repo: { description: "the repository" }
+nodes:
+  box: { type: provision, image: "boitata-base:bookworm" }
+  code: { type: checkout, container: "{box}", repo: "{params.repo}" }
+edges:
+  - { from: box, to: code }
+"#,
+    )
+    .unwrap();
+    let output = boitata(home.path())
+        .env(
+            "DOCKER_HOST",
+            "unix:///nonexistent/boitata-cli-test/docker.sock",
+        )
+        .args(["run", "t", "--param", "colour=red", "--blueprint"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(
+        lines[0], "error: blueprint \"sandboxed\" cannot run (3 problems):",
+        "{stderr}"
+    );
+    assert_eq!(
+        lines[1], "  - param \"colour\" is not declared (params: repo)",
+        "{stderr}"
+    );
+    assert_eq!(
+        lines[2], "  - param \"repo\" is required: set it with --param repo=VALUE (the repository)",
+        "{stderr}"
+    );
+    assert!(
+        lines[3].starts_with("  - cannot reach the Docker daemon at unix:///nonexistent/"),
+        "{stderr}"
+    );
+    assert_eq!(lines.len(), 4, "{stderr}");
+    no_run_recorded(home.path());
+}
+
+#[test]
+fn a_param_without_a_blueprint_or_set_twice_is_a_usage_error() {
+    let home = tempfile::tempdir().unwrap();
+    let (_, stderr, code) = run_in(home.path(), &["t", "--param", "repo=a"]);
+    assert_eq!(code, Some(2));
+    assert!(
+        stderr.starts_with("error: --param needs --blueprint"),
+        "{stderr}"
+    );
+
+    let file = home.path().join("hello.yaml");
+    std::fs::write(&file, HELLO).unwrap();
+    let file = file.display().to_string();
+    let (_, stderr, code) = run_in(
+        home.path(),
+        &[
+            "t",
+            "--blueprint",
+            &file,
+            "--param",
+            "who=a",
+            "--param",
+            "who=b",
+        ],
+    );
+    assert_eq!(code, Some(2));
+    assert_eq!(
+        stderr,
+        "error: --param who is given 2 times: give each param once\n"
+    );
+    no_run_recorded(home.path());
+}
+
+#[test]
+fn warnings_before_a_run_are_one_line_each() {
+    let home = tempfile::tempdir().unwrap();
+    let file = home.path().join("island.yaml");
+    std::fs::write(
+        &file,
+        "name: island\nentry: a\nnodes:\n  a: { type: exec, command: \"echo ran\" }\n  b: { type: exec, command: \"true\" }\n",
+    )
+    .unwrap();
+    let (stdout, stderr, code) = run_in(
+        home.path(),
+        &["t", "--blueprint", &file.display().to_string()],
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(stdout, "ran\n");
+    let first = stderr.lines().next().unwrap_or_default();
+    assert_eq!(
+        first,
+        format!(
+            "{}:5:3: warning: node \"b\" is unreachable from entry \"a\": add an edge to it, or remove it",
+            file.display()
+        ),
+        "{stderr}"
+    );
+    assert!(!stderr.contains('╭'), "no drawing: {stderr}");
+}
+
+#[test]
+fn command_output_is_shown_by_line_however_it_arrives() {
+    let home = tempfile::tempdir().unwrap();
+    let file = home.path().join("chunks.yaml");
+    // Three writes make three chunks: 'sh: 1: ', 'not found', '\n'; then a last line
+    // on stderr without a line break.
+    std::fs::write(
+        &file,
+        r#"name: chunks
+entry: a
+nodes:
+  a:
+    type: exec
+    command: "printf 'sh: 1: '; sleep 0.2; printf './run-tests.sh: not found'; sleep 0.2; echo; printf 'no line break' >&2"
+"#,
+    )
+    .unwrap();
+    let (_, stderr, code) = run_in(
+        home.path(),
+        &["t", "--blueprint", &file.display().to_string()],
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    let lines: Vec<&str> = stderr.lines().collect();
+    let start = lines
+        .iter()
+        .position(|l| l.starts_with("▶ a (exec)"))
+        .unwrap();
+    assert_eq!(
+        lines[start + 1..start + 5],
+        [
+            "  $ printf 'sh: 1: '; sleep 0.2; printf './run-tests.sh: not found'; sleep 0.2; echo; printf 'no line break' >&2",
+            "  │ sh: 1: ./run-tests.sh: not found",
+            "  ┆ no line break",
+            "✓ a succeeded (exit 0)",
+        ],
+        "{stderr}"
+    );
+}
+
+#[test]
+fn node_started_shows_what_the_node_runs_after_templating() {
+    let home = tempfile::tempdir().unwrap();
+    let file = home.path().join("hello.yaml");
+    std::fs::write(&file, HELLO).unwrap();
+    let (stdout, stderr, code) = run_in(
+        home.path(),
+        &[
+            "the task",
+            "--blueprint",
+            &file.display().to_string(),
+            "--param",
+            "who=world",
+        ],
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(stdout, "HELLO WORLD!\nthe task\n");
+    assert!(
+        stderr.contains("▶ greet (exec)\n  $ echo hello world!\n"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("▶ shout (exec)\n  $ echo 'hello world!' | tr a-z A-Z; echo 'the task'\n"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_failing_agent_node_says_why_and_its_own_max_turns_beats_the_flag() {
+    let home = tempfile::tempdir().unwrap();
+    let busy = serde_json::json!({ "tool_calls": [
+        { "name": "list_dir", "arguments": { "path": "." } } ] });
+    let script = home.path().join("script.json");
+    std::fs::write(
+        &script,
+        serde_json::to_vec(&serde_json::json!({ "turns": [busy, busy, busy] })).unwrap(),
+    )
+    .unwrap();
+    let file = home.path().join("fix.yaml");
+    std::fs::write(
+        &file,
+        "name: fix\nentry: fix\nnodes:\n  fix: { type: agent, prompt: \"go\", max_turns: 2 }\n",
+    )
+    .unwrap();
+    let (_, stderr, code) = run_in(
+        home.path(),
+        &[
+            "t",
+            "--blueprint",
+            &file.display().to_string(),
+            "--provider",
+            "scripted",
+            "--script",
+            &script.display().to_string(),
+            "--max-turns",
+            "1",
+        ],
+    );
+    assert_eq!(code, Some(1), "{stderr}");
+    let why = "the agent used all 2 turns without finishing (raise max_turns on the node)";
+    assert!(
+        stderr.contains(&format!("✗ fix failed: {why}\n")),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("the last node, \"fix\", failed: {why}\n")),
+        "{stderr}"
+    );
+
+    let help = boitata(home.path())
+        .args(["run", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout).replace('\n', " ");
+    let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        help.contains("agent nodes without their own max_turns: a node's max_turns wins"),
+        "{help}"
+    );
+}

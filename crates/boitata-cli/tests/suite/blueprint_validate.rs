@@ -100,3 +100,30 @@ fn graph_prints_a_mermaid_flowchart() {
         "flowchart TD\n    start((start))\n    n0[\"test: exec\"]\n    n1[\"fix: agent\"]\n    finish([\"END\"])\n    start --> n0\n    n0 -->|success| finish\n    n0 -->|failure| n1\n    n1 --> n0\n"
     );
 }
+
+#[test]
+fn the_summary_counts_in_the_singular_and_the_plural() {
+    let home = tempfile::tempdir().unwrap();
+    let one = home.path().join("one.yaml");
+    std::fs::write(
+        &one,
+        "name: one\nentry: a\nnodes:\n  a: { type: exec, command: \"true\" }\nedges:\n  - { from: a, to: END }\n",
+    )
+    .unwrap();
+    let output = boitata(home.path())
+        .args(["blueprint", "validate"])
+        .arg(&one)
+        .arg(examples().join("test_fix_loop.yaml"))
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains("one.yaml: ok (blueprint one, 1 node, 1 edge)\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("test_fix_loop.yaml: ok (blueprint test_fix_loop, 2 nodes, 3 edges)\n"),
+        "{stdout}"
+    );
+}
