@@ -261,6 +261,14 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, CliError> {
             "{flag} cannot be used with --remote: the server runs the blueprint with its own workspace and settings"
         )));
     }
+    if let Some((name, times)) = boitata_blueprint::params::repeated(&args.params)
+        .into_iter()
+        .next()
+    {
+        return Err(CliError::usage(format!(
+            "--param {name} is given {times} times: give each param once"
+        )));
+    }
     let client = RemoteClient::new(&args.remote)?;
     let params: BTreeMap<String, String> = args.params.iter().cloned().collect();
     let renderer = Arc::new(Renderer::new(args.json));
