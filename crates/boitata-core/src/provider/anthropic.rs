@@ -67,18 +67,10 @@ impl Anthropic {
         let base_url = http::base_url_or(&options, DEFAULT_BASE_URL);
         let mut headers = HeaderMap::new();
         http::static_header(&mut headers, "anthropic-version", API_VERSION);
-        match http::api_key(&options) {
-            Some(key) => {
-                let value = http::secret_header(NAME, KEY_VARIABLE, key)?;
-                headers.insert(HeaderName::from_static("x-api-key"), value);
-            }
-            None if base_url == DEFAULT_BASE_URL => {
-                return Err(ProviderError::MissingApiKey {
-                    provider: NAME.to_owned(),
-                    variable: KEY_VARIABLE.to_owned(),
-                })
-            }
-            None => {}
+        let required = base_url == DEFAULT_BASE_URL;
+        if let Some(key) = http::required_api_key(&options, NAME, KEY_VARIABLE, required)? {
+            let value = http::secret_header(NAME, KEY_VARIABLE, key)?;
+            headers.insert(HeaderName::from_static("x-api-key"), value);
         }
         let url = if base_url.ends_with("/v1") {
             format!("{base_url}/messages")
@@ -221,8 +213,9 @@ impl Provider for Anthropic {
     }
 
     async fn stream(&self, request: &ModelRequest) -> Result<ModelStream, ProviderError> {
-        let events = self.api.post_sse(&self.body(request)).await?;
-        Ok(http::decode(events, EventDecoder::default()))
+        self.api
+            .stream(&self.body(request), EventDecoder::default())
+            .await
     }
 }
 
@@ -396,16 +389,7 @@ impl Decoder for EventDecoder {
         if data.is_empty() {
             return Ok(Flow::More);
         }
-        let parsed: ApiEvent = serde_json::from_str(data).map_err(|e| {
-            http::malformed(
-                NAME,
-                format!(
-                    "a data line is not a Messages API event ({e}): {}",
-                    http::truncate(data, 200)
-                ),
-            )
-        })?;
-        match parsed {
+        match http::parse_data(NAME, data, "a Messages API event")? {
             ApiEvent::MessageStart { message } => {
                 if let Some(usage) = message.usage {
                     self.record_usage(&usage);
@@ -457,7 +441,7 @@ impl Decoder for EventDecoder {
                     out.push_back(StreamEvent::ToolCall(ToolCall {
                         id: tool.id,
                         name: tool.name,
-                        arguments: tool_arguments(tool.json, tool.initial),
+                        arguments: http::tool_arguments(tool.json, tool.initial),
                     }));
                 }
             }
@@ -480,14 +464,11 @@ impl Decoder for EventDecoder {
                 return Ok(Flow::Done);
             }
             ApiEvent::Error { error } => {
-                return Err(ProviderError::Api {
-                    provider: NAME.to_owned(),
-                    kind: error.kind.unwrap_or_else(|| "error".to_owned()),
-                    message: http::truncate(
-                        error.message.as_deref().unwrap_or("no message"),
-                        2_000,
-                    ),
-                });
+                return Err(http::api_error(
+                    NAME,
+                    error.kind.unwrap_or_else(|| "error".to_owned()),
+                    error.message.as_deref().unwrap_or("no message"),
+                ));
             }
             ApiEvent::Other => {}
         }
@@ -507,13 +488,4 @@ impl Decoder for EventDecoder {
                 .to_owned(),
         ))
     }
-}
-
-/// A tool's input: the streamed JSON, else the input given at block start, else `{}`.
-/// Unparsable JSON stays a JSON string so the agent can tell the model.
-fn tool_arguments(json: String, initial: Option<Value>) -> Value {
-    if json.trim().is_empty() {
-        return initial.unwrap_or_else(|| json!({}));
-    }
-    serde_json::from_str(&json).unwrap_or(Value::String(json))
 }

@@ -1,6 +1,8 @@
 //! What the HTTP providers share: their settings ([`HttpOptions`]), sending a JSON
 //! POST with retries and turning failures into [`ProviderError`]s, and reading the
-//! response as Server-Sent Events (`eventsource-stream`) through a per-API decoder.
+//! response as Server-Sent Events (`eventsource-stream`) through a per-API decoder,
+//! with the pieces every decoder needs (parsing a `data:` line, an error the API
+//! reports inside the stream, a tool call's streamed arguments).
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -11,6 +13,8 @@ use eventsource_stream::{Event as SseEvent, EventStreamError, Eventsource};
 use futures::{Stream, StreamExt};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE};
 use reqwest::StatusCode;
+use serde::de::DeserializeOwned;
+use serde_json::{json, Value};
 
 use super::retry::{self, RetryPolicy};
 use super::{ModelStream, ProviderError, StreamEvent};
@@ -129,12 +133,32 @@ pub(crate) fn base_url_or(options: &HttpOptions, default: &str) -> String {
 }
 
 /// The API key, trimmed, if set and not blank.
-pub(crate) fn api_key(options: &HttpOptions) -> Option<&str> {
+fn api_key(options: &HttpOptions) -> Option<&str> {
     options
         .api_key
         .as_deref()
         .map(str::trim)
         .filter(|key| !key.is_empty())
+}
+
+/// The API key ([`api_key`]), if any.
+///
+/// # Errors
+/// [`ProviderError::MissingApiKey`] naming `variable` when there is none and `required`
+/// (the vendor's own URL; another, such as a proxy or a local server, may need none).
+pub(crate) fn required_api_key<'a>(
+    options: &'a HttpOptions,
+    provider: &'static str,
+    variable: &'static str,
+    required: bool,
+) -> Result<Option<&'a str>, ProviderError> {
+    match api_key(options) {
+        None if required => Err(ProviderError::MissingApiKey {
+            provider: provider.to_owned(),
+            variable: variable.to_owned(),
+        }),
+        key => Ok(key),
+    }
 }
 
 /// A header value holding a secret: marked sensitive so `Debug` never prints it.
@@ -227,6 +251,20 @@ impl HttpApi {
     }
 
     /// POSTs `body` as JSON, retrying as the policy says, and streams the response's
+    /// Server-Sent Events through `decoder` (see [`decode`]).
+    ///
+    /// # Errors
+    /// As [`post_sse`](HttpApi::post_sse); later errors come in the stream.
+    pub(crate) async fn stream<D: Decoder>(
+        &self,
+        body: &Value,
+        decoder: D,
+    ) -> Result<ModelStream, ProviderError> {
+        let events = self.post_sse(body).await?;
+        Ok(decode(events, decoder))
+    }
+
+    /// POSTs `body` as JSON, retrying as the policy says, and returns the response's
     /// Server-Sent Events.
     ///
     /// # Errors
@@ -235,10 +273,7 @@ impl HttpApi {
     /// [`ProviderError::Connect`] once retries are spent, [`ProviderError::Http`] at
     /// once for other statuses, [`ProviderError::Timeout`],
     /// [`ProviderError::MalformedStream`] for a JSON (not event-stream) answer.
-    pub(crate) async fn post_sse(
-        &self,
-        body: &serde_json::Value,
-    ) -> Result<SseStream, ProviderError> {
+    async fn post_sse(&self, body: &Value) -> Result<SseStream, ProviderError> {
         let response = self.post(body).await?;
         let is_json = response
             .headers()
@@ -255,7 +290,7 @@ impl HttpApi {
         Ok(self.events(response))
     }
 
-    async fn post(&self, body: &serde_json::Value) -> Result<reqwest::Response, ProviderError> {
+    async fn post(&self, body: &Value) -> Result<reqwest::Response, ProviderError> {
         let mut attempts = 0u32;
         loop {
             attempts += 1;
@@ -351,19 +386,17 @@ impl HttpApi {
     /// redacted and cut to a readable length.
     async fn api_message(&self, status: StatusCode, response: reqwest::Response) -> String {
         let text = self.read_capped(response).await;
-        let from_json = serde_json::from_str::<serde_json::Value>(&text)
-            .ok()
-            .and_then(|json| {
-                [
-                    json.pointer("/error/message"),
-                    json.get("error"),
-                    json.get("message"),
-                    json.get("detail"),
-                ]
-                .into_iter()
-                .flatten()
-                .find_map(|v| v.as_str().map(str::to_owned))
-            });
+        let from_json = serde_json::from_str::<Value>(&text).ok().and_then(|json| {
+            [
+                json.pointer("/error/message"),
+                json.get("error"),
+                json.get("message"),
+                json.get("detail"),
+            ]
+            .into_iter()
+            .flatten()
+            .find_map(|v| v.as_str().map(str::to_owned))
+        });
         let message = match from_json {
             Some(message) => message,
             None if !text.trim().is_empty() => text.trim().to_owned(),
@@ -478,8 +511,42 @@ pub(crate) fn malformed(provider: &str, detail: String) -> ProviderError {
     }
 }
 
+/// An event's `data` parsed as `T`, or [`ProviderError::MalformedStream`] saying it
+/// is not `what` (e.g. "a chat completion chunk") and showing the start of the line.
+pub(crate) fn parse_data<T: DeserializeOwned>(
+    provider: &str,
+    data: &str,
+    what: &str,
+) -> Result<T, ProviderError> {
+    serde_json::from_str(data).map_err(|e| {
+        malformed(
+            provider,
+            format!("a data line is not {what} ({e}): {}", truncate(data, 200)),
+        )
+    })
+}
+
+/// A [`ProviderError::Api`]: an error the API reported inside the stream, its message
+/// cut to [`MAX_ERROR_MESSAGE_BYTES`].
+pub(crate) fn api_error(provider: &str, kind: String, message: &str) -> ProviderError {
+    ProviderError::Api {
+        provider: provider.to_owned(),
+        kind,
+        message: truncate(message, MAX_ERROR_MESSAGE_BYTES),
+    }
+}
+
+/// A tool call's streamed argument text as JSON: `if_blank` (else `{}`) when none
+/// streamed; unparsable text stays a JSON string so the agent can tell the model.
+pub(crate) fn tool_arguments(raw: String, if_blank: Option<Value>) -> Value {
+    if raw.trim().is_empty() {
+        return if_blank.unwrap_or_else(|| json!({}));
+    }
+    serde_json::from_str(&raw).unwrap_or(Value::String(raw))
+}
+
 /// At most `max` bytes of `text` (cut on a character boundary), with a marker if cut.
-pub(crate) fn truncate(text: &str, max: usize) -> String {
+fn truncate(text: &str, max: usize) -> String {
     if text.len() <= max {
         return text.to_owned();
     }
@@ -491,7 +558,7 @@ pub(crate) fn truncate(text: &str, max: usize) -> String {
 }
 
 /// Server-Sent Events from a response.
-pub(crate) type SseStream = Pin<Box<dyn Stream<Item = Result<SseEvent, ProviderError>> + Send>>;
+type SseStream = Pin<Box<dyn Stream<Item = Result<SseEvent, ProviderError>> + Send>>;
 
 /// Whether a decoder wants more events.
 pub(crate) enum Flow {
@@ -523,7 +590,7 @@ pub(crate) trait Decoder: Send + 'static {
 
 /// Runs `decoder` over `events`. The stream ends after the decoder's
 /// [`Flow::Done`], its end, or the first error.
-pub(crate) fn decode<D: Decoder>(events: SseStream, decoder: D) -> ModelStream {
+fn decode<D: Decoder>(events: SseStream, decoder: D) -> ModelStream {
     struct State<D> {
         events: SseStream,
         decoder: D,

@@ -64,18 +64,9 @@ impl OpenAi {
         let base_url = http::base_url_or(&options, DEFAULT_BASE_URL);
         let is_openai = base_url == DEFAULT_BASE_URL;
         let mut headers = HeaderMap::new();
-        match http::api_key(&options) {
-            Some(key) => {
-                let value = http::secret_header(NAME, KEY_VARIABLE, &format!("Bearer {key}"))?;
-                headers.insert(AUTHORIZATION, value);
-            }
-            None if is_openai => {
-                return Err(ProviderError::MissingApiKey {
-                    provider: NAME.to_owned(),
-                    variable: KEY_VARIABLE.to_owned(),
-                })
-            }
-            None => {}
+        if let Some(key) = http::required_api_key(&options, NAME, KEY_VARIABLE, is_openai)? {
+            let value = http::secret_header(NAME, KEY_VARIABLE, &format!("Bearer {key}"))?;
+            headers.insert(AUTHORIZATION, value);
         }
         let url = format!("{base_url}/chat/completions");
         Ok(OpenAi {
@@ -194,8 +185,9 @@ impl Provider for OpenAi {
     }
 
     async fn stream(&self, request: &ModelRequest) -> Result<ModelStream, ProviderError> {
-        let events = self.api.post_sse(&self.body(request)).await?;
-        Ok(http::decode(events, ChunkDecoder::default()))
+        self.api
+            .stream(&self.body(request), ChunkDecoder::default())
+            .await
     }
 }
 
@@ -341,7 +333,7 @@ impl ChunkDecoder {
             out.push_back(StreamEvent::ToolCall(ToolCall {
                 id,
                 name: call.name,
-                arguments: parse_arguments(call.arguments),
+                arguments: http::tool_arguments(call.arguments, None),
             }));
             self.made_calls = true;
         }
@@ -360,15 +352,6 @@ impl ChunkDecoder {
         out.push_back(StreamEvent::Finished(stop));
         Ok(())
     }
-}
-
-/// The argument string as JSON: empty means `{}`; unparsable stays a JSON string so
-/// the agent can tell the model.
-fn parse_arguments(raw: String) -> Value {
-    if raw.trim().is_empty() {
-        return json!({});
-    }
-    serde_json::from_str(&raw).unwrap_or(Value::String(raw))
 }
 
 fn stop_reason(reason: &str) -> StopReason {
@@ -394,15 +377,7 @@ impl Decoder for ChunkDecoder {
         if data.is_empty() {
             return Ok(Flow::More);
         }
-        let chunk: Chunk = serde_json::from_str(data).map_err(|e| {
-            http::malformed(
-                NAME,
-                format!(
-                    "a data line is not a chat completion chunk ({e}): {}",
-                    http::truncate(data, 200)
-                ),
-            )
-        })?;
+        let chunk: Chunk = http::parse_data(NAME, data, "a chat completion chunk")?;
         if let Some(error) = chunk.error {
             let message = error
                 .get("message")
@@ -414,11 +389,7 @@ impl Decoder for ChunkDecoder {
                 .and_then(Value::as_str)
                 .unwrap_or("error")
                 .to_owned();
-            return Err(ProviderError::Api {
-                provider: NAME.to_owned(),
-                kind,
-                message: http::truncate(&message, 2_000),
-            });
+            return Err(http::api_error(NAME, kind, &message));
         }
         if let Some(usage) = chunk.usage {
             self.usage = Some(Usage {
