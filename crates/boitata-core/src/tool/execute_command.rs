@@ -13,10 +13,9 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::output::ensure_newline;
-use super::{parse_arguments, Tool, ToolContext, ToolError, ToolSpec};
+use super::{BuiltinTool, ToolContext, ToolError};
 use crate::process::{ChildCommand, ChildOutput, Ending};
 
-const NAME: &str = "execute_command";
 /// The shell commands run with.
 const SHELL: &str = "/bin/sh";
 
@@ -25,65 +24,52 @@ pub(super) struct ExecuteCommand;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Arguments {
+pub(super) struct Arguments {
     command: String,
     timeout_secs: Option<u64>,
 }
 
 #[async_trait]
-impl Tool for ExecuteCommand {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: NAME.into(),
-            description: "Run a shell command (`sh -c`) in the workspace root and return its \
-                combined stdout and stderr, in the order written, followed by its exit code. \
-                Stdin is empty (/dev/null) and there is no terminal, so interactive commands \
-                fail rather than wait: pass flags such as `-y` or `--no-pager`. The command is \
-                killed, with everything it started, when it exceeds its timeout; processes it \
-                leaves running in the background are stopped when it exits, so start a server \
-                and test it within one command. Output beyond the tool output limit is cut in \
-                the middle (the start and the end are kept) with a note of how many bytes were \
-                cut."
-                .into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "command": {
-                        "type": "string",
-                        "description": "The shell command line, run with /bin/sh -c in the workspace root."
-                    },
-                    "timeout_secs": {
-                        "type": "integer",
-                        "minimum": 1,
-                        "description": "Seconds before the command is killed. Default and upper bound: the configured command timeout (larger values are lowered to it)."
-                    }
+impl BuiltinTool for ExecuteCommand {
+    const NAME: &'static str = "execute_command";
+    const DESCRIPTION: &'static str =
+        "Run a shell command (`sh -c`) in the workspace root and return its \
+        combined stdout and stderr, in the order written, followed by its exit code. \
+        Stdin is empty (/dev/null) and there is no terminal, so interactive commands \
+        fail rather than wait: pass flags such as `-y` or `--no-pager`. The command is \
+        killed, with everything it started, when it exceeds its timeout; processes it \
+        leaves running in the background are stopped when it exits, so start a server \
+        and test it within one command. Output beyond the tool output limit is cut in \
+        the middle (the start and the end are kept) with a note of how many bytes were \
+        cut.";
+    type Arguments = Arguments;
+
+    fn parameters() -> serde_json::Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "command": {
+                    "type": "string",
+                    "description": "The shell command line, run with /bin/sh -c in the workspace root."
                 },
-                "required": ["command"],
-                "additionalProperties": false
-            }),
-        }
+                "timeout_secs": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "description": "Seconds before the command is killed. Default and upper bound: the configured command timeout (larger values are lowered to it)."
+                }
+            },
+            "required": ["command"],
+            "additionalProperties": false
+        })
     }
 
-    async fn call(
-        &self,
-        ctx: &ToolContext,
-        arguments: serde_json::Value,
-    ) -> Result<String, ToolError> {
-        let args: Arguments = parse_arguments(NAME, arguments)?;
+    async fn run(&self, ctx: &ToolContext, args: Arguments) -> Result<String, ToolError> {
         if args.command.trim().is_empty() {
-            return Err(ToolError::InvalidArguments {
-                tool: NAME.into(),
-                message: "command is empty".into(),
-            });
+            return Err(Self::invalid("command is empty"));
         }
         let max_timeout = ctx.limits.command_timeout;
         let timeout = match args.timeout_secs {
-            Some(0) => {
-                return Err(ToolError::InvalidArguments {
-                    tool: NAME.into(),
-                    message: "timeout_secs must be at least 1".into(),
-                })
-            }
+            Some(0) => return Err(Self::invalid("timeout_secs must be at least 1")),
             Some(secs) => Duration::from_secs(secs).min(max_timeout),
             None => max_timeout,
         };

@@ -4,76 +4,66 @@ use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{blocking, parse_arguments, Tool, ToolContext, ToolError, ToolSpec};
-
-const NAME: &str = "file_edit";
+use super::{blocking, BuiltinTool, ToolContext, ToolError};
 
 /// Replaces the one occurrence of a string in a file beneath the workspace root.
 pub(super) struct FileEdit;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Arguments {
+pub(super) struct Arguments {
     path: String,
     old_string: String,
     new_string: String,
 }
 
 #[async_trait]
-impl Tool for FileEdit {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: NAME.into(),
-            description: "Edit a UTF-8 text file in the workspace by replacing one exact \
-                occurrence of `old_string` with `new_string`. The match is exact: every \
-                character, space, indentation and line break counts. The edit fails, changing \
-                nothing, if `old_string` does not occur or occurs more than once; then give \
-                more surrounding lines so it matches exactly once. To create a file, use \
-                file_write."
-                .into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "path": {
-                        "type": "string",
-                        "description": "The file, relative to the workspace root (an absolute path inside the root is accepted)."
-                    },
-                    "old_string": {
-                        "type": "string",
-                        "minLength": 1,
-                        "description": "The exact text to replace; it must occur exactly once in the file."
-                    },
-                    "new_string": {
-                        "type": "string",
-                        "description": "The text to put in its place (may be empty to delete)."
-                    }
+impl BuiltinTool for FileEdit {
+    const NAME: &'static str = "file_edit";
+    const DESCRIPTION: &'static str =
+        "Edit a UTF-8 text file in the workspace by replacing one exact \
+        occurrence of `old_string` with `new_string`. The match is exact: every \
+        character, space, indentation and line break counts. The edit fails, changing \
+        nothing, if `old_string` does not occur or occurs more than once; then give \
+        more surrounding lines so it matches exactly once. To create a file, use \
+        file_write.";
+    type Arguments = Arguments;
+
+    fn parameters() -> serde_json::Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "path": {
+                    "type": "string",
+                    "description": "The file, relative to the workspace root (an absolute path inside the root is accepted)."
                 },
-                "required": ["path", "old_string", "new_string"],
-                "additionalProperties": false
-            }),
-        }
+                "old_string": {
+                    "type": "string",
+                    "minLength": 1,
+                    "description": "The exact text to replace; it must occur exactly once in the file."
+                },
+                "new_string": {
+                    "type": "string",
+                    "description": "The text to put in its place (may be empty to delete)."
+                }
+            },
+            "required": ["path", "old_string", "new_string"],
+            "additionalProperties": false
+        })
     }
 
-    async fn call(
-        &self,
-        ctx: &ToolContext,
-        arguments: serde_json::Value,
-    ) -> Result<String, ToolError> {
-        let args: Arguments = parse_arguments(NAME, arguments)?;
+    async fn run(&self, ctx: &ToolContext, args: Arguments) -> Result<String, ToolError> {
         if args.old_string.is_empty() {
-            return Err(ToolError::InvalidArguments {
-                tool: NAME.into(),
-                message: "old_string is empty; give the exact text to replace".into(),
-            });
+            return Err(Self::invalid(
+                "old_string is empty; give the exact text to replace",
+            ));
         }
         if args.old_string == args.new_string {
-            return Err(ToolError::InvalidArguments {
-                tool: NAME.into(),
-                message: "old_string and new_string are identical; nothing would change".into(),
-            });
+            return Err(Self::invalid(
+                "old_string and new_string are identical; nothing would change",
+            ));
         }
-        let workspace = ctx.workspace.clone();
-        blocking(move || {
+        blocking(ctx, move |workspace| {
             let text = workspace.read_to_string(&args.path)?;
             let path = &args.path;
             match occurrences(&text, &args.old_string) {

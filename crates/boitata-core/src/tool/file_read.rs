@@ -7,9 +7,8 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::output::{ensure_newline, CappedText};
-use super::{blocking, parse_arguments, Tool, ToolContext, ToolError, ToolSpec};
+use super::{blocking, BuiltinTool, ToolContext, ToolError};
 
-const NAME: &str = "file_read";
 /// A file with a NUL byte in its first this-many bytes is taken as binary.
 const BINARY_PROBE_BYTES: usize = 8 * 1024;
 
@@ -18,63 +17,59 @@ pub(super) struct FileRead;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Arguments {
+pub(super) struct Arguments {
     path: String,
     offset: Option<u64>,
     limit: Option<u64>,
 }
 
 #[async_trait]
-impl Tool for FileRead {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: NAME.into(),
-            description: "Read a UTF-8 text file from the workspace. Returns the file's text \
-                exactly as stored (no line numbers added). For a long file, pass `offset` and \
-                `limit` to read a range of lines; output beyond the tool output limit is cut \
-                and a final note says which `offset` to continue from. Binary files are \
-                refused. Paths are relative to the workspace root and may not leave it."
-                .into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "path": {
-                        "type": "string",
-                        "description": "The file, relative to the workspace root (an absolute path inside the root is accepted)."
-                    },
-                    "offset": {
-                        "type": "integer",
-                        "minimum": 1,
-                        "description": "The first line to return, counting from 1. Default: 1."
-                    },
-                    "limit": {
-                        "type": "integer",
-                        "minimum": 1,
-                        "description": "The most lines to return. Default: through the end of the file."
-                    }
+impl BuiltinTool for FileRead {
+    const NAME: &'static str = "file_read";
+    const DESCRIPTION: &'static str =
+        "Read a UTF-8 text file from the workspace. Returns the file's text \
+        exactly as stored (no line numbers added). For a long file, pass `offset` and \
+        `limit` to read a range of lines; output beyond the tool output limit is cut \
+        and a final note says which `offset` to continue from. Binary files are \
+        refused. Paths are relative to the workspace root and may not leave it.";
+    type Arguments = Arguments;
+
+    fn parameters() -> serde_json::Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "path": {
+                    "type": "string",
+                    "description": "The file, relative to the workspace root (an absolute path inside the root is accepted)."
                 },
-                "required": ["path"],
-                "additionalProperties": false
-            }),
-        }
+                "offset": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "description": "The first line to return, counting from 1. Default: 1."
+                },
+                "limit": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "description": "The most lines to return. Default: through the end of the file."
+                }
+            },
+            "required": ["path"],
+            "additionalProperties": false
+        })
     }
 
-    async fn call(
-        &self,
-        ctx: &ToolContext,
-        arguments: serde_json::Value,
-    ) -> Result<String, ToolError> {
-        let args: Arguments = parse_arguments(NAME, arguments)?;
+    async fn run(&self, ctx: &ToolContext, args: Arguments) -> Result<String, ToolError> {
         let first = args.offset.unwrap_or(1);
         if first == 0 || args.limit == Some(0) {
-            return Err(ToolError::InvalidArguments {
-                tool: NAME.into(),
-                message: "offset and limit count lines from 1; 0 is not allowed".into(),
-            });
+            return Err(Self::invalid(
+                "offset and limit count lines from 1; 0 is not allowed",
+            ));
         }
-        let workspace = ctx.workspace.clone();
         let max_bytes = ctx.limits.max_output_bytes;
-        blocking(move || read_lines(&workspace, &args.path, first, args.limit, max_bytes)).await
+        blocking(ctx, move |workspace| {
+            read_lines(workspace, &args.path, first, args.limit, max_bytes)
+        })
+        .await
     }
 }
 

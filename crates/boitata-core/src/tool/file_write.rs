@@ -4,56 +4,48 @@ use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{blocking, parse_arguments, Tool, ToolContext, ToolError, ToolSpec};
-
-const NAME: &str = "file_write";
+use super::{blocking, BuiltinTool, ToolContext, ToolError};
 
 /// Writes a whole file beneath the workspace root, creating parent directories.
 pub(super) struct FileWrite;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Arguments {
+pub(super) struct Arguments {
     path: String,
     content: String,
 }
 
 #[async_trait]
-impl Tool for FileWrite {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: NAME.into(),
-            description: "Create a file, or replace an existing file's whole content, in the \
-                workspace. Missing parent directories are created. To change part of an \
-                existing file, prefer file_edit. Paths are relative to the workspace root and \
-                may not leave it (symbolic links leading out are refused)."
-                .into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "path": {
-                        "type": "string",
-                        "description": "The file, relative to the workspace root (an absolute path inside the root is accepted)."
-                    },
-                    "content": {
-                        "type": "string",
-                        "description": "The complete new content of the file."
-                    }
+impl BuiltinTool for FileWrite {
+    const NAME: &'static str = "file_write";
+    const DESCRIPTION: &'static str =
+        "Create a file, or replace an existing file's whole content, in the \
+        workspace. Missing parent directories are created. To change part of an \
+        existing file, prefer file_edit. Paths are relative to the workspace root and \
+        may not leave it (symbolic links leading out are refused).";
+    type Arguments = Arguments;
+
+    fn parameters() -> serde_json::Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "path": {
+                    "type": "string",
+                    "description": "The file, relative to the workspace root (an absolute path inside the root is accepted)."
                 },
-                "required": ["path", "content"],
-                "additionalProperties": false
-            }),
-        }
+                "content": {
+                    "type": "string",
+                    "description": "The complete new content of the file."
+                }
+            },
+            "required": ["path", "content"],
+            "additionalProperties": false
+        })
     }
 
-    async fn call(
-        &self,
-        ctx: &ToolContext,
-        arguments: serde_json::Value,
-    ) -> Result<String, ToolError> {
-        let args: Arguments = parse_arguments(NAME, arguments)?;
-        let workspace = ctx.workspace.clone();
-        blocking(move || {
+    async fn run(&self, ctx: &ToolContext, args: Arguments) -> Result<String, ToolError> {
+        blocking(ctx, move |workspace| {
             let existed = workspace.metadata(&args.path).is_ok();
             workspace.write(&args.path, &args.content)?;
             let verb = if existed { "replaced" } else { "created" };

@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{parse_arguments, Tool, ToolContext, ToolError, ToolSpec};
+use super::{BuiltinTool, ToolContext, ToolError};
 use crate::process::{ChildCommand, ChildOutput, Ending};
 
 /// The identity a commit gets when git has none configured.
@@ -98,31 +98,26 @@ pub(super) struct GitStatus;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct NoArguments {}
+pub(super) struct NoArguments {}
 
 #[async_trait]
-impl Tool for GitStatus {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "git_status".into(),
-            description: "Show the git status of the workspace: the branch, then one line per \
-                changed file in `git status --short` form (XY path: X = staged, Y = unstaged; \
-                ?? = untracked)."
-                .into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {},
-                "additionalProperties": false
-            }),
-        }
+impl BuiltinTool for GitStatus {
+    const NAME: &'static str = "git_status";
+    const DESCRIPTION: &'static str =
+        "Show the git status of the workspace: the branch, then one line per \
+        changed file in `git status --short` form (XY path: X = staged, Y = unstaged; \
+        ?? = untracked).";
+    type Arguments = NoArguments;
+
+    fn parameters() -> serde_json::Value {
+        json!({
+            "type": "object",
+            "properties": {},
+            "additionalProperties": false
+        })
     }
 
-    async fn call(
-        &self,
-        ctx: &ToolContext,
-        arguments: serde_json::Value,
-    ) -> Result<String, ToolError> {
-        let NoArguments {} = parse_arguments("git_status", arguments)?;
+    async fn run(&self, ctx: &ToolContext, _: NoArguments) -> Result<String, ToolError> {
         let mut text = git(ctx, ["status", "--short", "--branch", "--", "."]).await?;
         if text.lines().all(|line| line.starts_with("##")) {
             text.push_str("(working tree clean)");
@@ -136,45 +131,40 @@ pub(super) struct GitDiff;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct DiffArguments {
+pub(super) struct DiffArguments {
     #[serde(default)]
     staged: bool,
     path: Option<String>,
 }
 
 #[async_trait]
-impl Tool for GitDiff {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "git_diff".into(),
-            description: "Show changes in the workspace as a unified diff: by default the \
-                unstaged changes (working tree against the index); with `staged: true` the \
-                changes staged for the next commit. Untracked files are not shown (see \
-                git_status). Output beyond the tool output limit is cut with a note."
-                .into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "staged": {
-                        "type": "boolean",
-                        "description": "Show the staged changes (git diff --staged) instead of the unstaged ones. Default: false."
-                    },
-                    "path": {
-                        "type": "string",
-                        "description": "Limit the diff to this file or directory, relative to the workspace root."
-                    }
+impl BuiltinTool for GitDiff {
+    const NAME: &'static str = "git_diff";
+    const DESCRIPTION: &'static str =
+        "Show changes in the workspace as a unified diff: by default the \
+        unstaged changes (working tree against the index); with `staged: true` the \
+        changes staged for the next commit. Untracked files are not shown (see \
+        git_status). Output beyond the tool output limit is cut with a note.";
+    type Arguments = DiffArguments;
+
+    fn parameters() -> serde_json::Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "staged": {
+                    "type": "boolean",
+                    "description": "Show the staged changes (git diff --staged) instead of the unstaged ones. Default: false."
                 },
-                "additionalProperties": false
-            }),
-        }
+                "path": {
+                    "type": "string",
+                    "description": "Limit the diff to this file or directory, relative to the workspace root."
+                }
+            },
+            "additionalProperties": false
+        })
     }
 
-    async fn call(
-        &self,
-        ctx: &ToolContext,
-        arguments: serde_json::Value,
-    ) -> Result<String, ToolError> {
-        let args: DiffArguments = parse_arguments("git_diff", arguments)?;
+    async fn run(&self, ctx: &ToolContext, args: DiffArguments) -> Result<String, ToolError> {
         let mut command: Vec<OsString> = vec!["diff".into(), "--no-ext-diff".into()];
         if args.staged {
             command.push("--staged".into());
@@ -198,45 +188,39 @@ pub(super) struct GitLog;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct LogArguments {
+pub(super) struct LogArguments {
     max_count: Option<u32>,
 }
 
 #[async_trait]
-impl Tool for GitLog {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "git_log".into(),
-            description: "Show the most recent commits of the current branch, newest first: \
-                hash, author, date and message of each."
-                .into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "max_count": {
-                        "type": "integer",
-                        "minimum": 1,
-                        "maximum": MAX_LOG_COUNT,
-                        "description": format!("How many commits to show. Default: {DEFAULT_LOG_COUNT}.")
-                    }
-                },
-                "additionalProperties": false
-            }),
-        }
+impl BuiltinTool for GitLog {
+    const NAME: &'static str = "git_log";
+    const DESCRIPTION: &'static str =
+        "Show the most recent commits of the current branch, newest first: \
+        hash, author, date and message of each.";
+    type Arguments = LogArguments;
+
+    fn parameters() -> serde_json::Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "max_count": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": MAX_LOG_COUNT,
+                    "description": format!("How many commits to show. Default: {DEFAULT_LOG_COUNT}.")
+                }
+            },
+            "additionalProperties": false
+        })
     }
 
-    async fn call(
-        &self,
-        ctx: &ToolContext,
-        arguments: serde_json::Value,
-    ) -> Result<String, ToolError> {
-        let args: LogArguments = parse_arguments("git_log", arguments)?;
+    async fn run(&self, ctx: &ToolContext, args: LogArguments) -> Result<String, ToolError> {
         let count = args.max_count.unwrap_or(DEFAULT_LOG_COUNT);
         if !(1..=MAX_LOG_COUNT).contains(&count) {
-            return Err(ToolError::InvalidArguments {
-                tool: "git_log".into(),
-                message: format!("max_count must be between 1 and {MAX_LOG_COUNT}"),
-            });
+            return Err(Self::invalid(format!(
+                "max_count must be between 1 and {MAX_LOG_COUNT}"
+            )));
         }
         git(
             ctx,
@@ -256,52 +240,44 @@ pub(super) struct GitCommit;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct CommitArguments {
+pub(super) struct CommitArguments {
     message: String,
     #[serde(default)]
     all: bool,
 }
 
 #[async_trait]
-impl Tool for GitCommit {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "git_commit".into(),
-            description: "Commit the staged changes with a message. With `all: true`, first \
-                stage every change in the workspace (new, modified and deleted files, except \
-                those ignored by .gitignore). Fails if there is nothing to commit. Uses the \
-                configured git identity, or boitata <boitata@localhost> when none is set."
-                .into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "message": {
-                        "type": "string",
-                        "minLength": 1,
-                        "description": "The commit message: a short summary line, optionally a blank line and details."
-                    },
-                    "all": {
-                        "type": "boolean",
-                        "description": "Stage all changes in the workspace before committing (git add -A). Default: false."
-                    }
+impl BuiltinTool for GitCommit {
+    const NAME: &'static str = "git_commit";
+    const DESCRIPTION: &'static str =
+        "Commit the staged changes with a message. With `all: true`, first \
+        stage every change in the workspace (new, modified and deleted files, except \
+        those ignored by .gitignore). Fails if there is nothing to commit. Uses the \
+        configured git identity, or boitata <boitata@localhost> when none is set.";
+    type Arguments = CommitArguments;
+
+    fn parameters() -> serde_json::Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "message": {
+                    "type": "string",
+                    "minLength": 1,
+                    "description": "The commit message: a short summary line, optionally a blank line and details."
                 },
-                "required": ["message"],
-                "additionalProperties": false
-            }),
-        }
+                "all": {
+                    "type": "boolean",
+                    "description": "Stage all changes in the workspace before committing (git add -A). Default: false."
+                }
+            },
+            "required": ["message"],
+            "additionalProperties": false
+        })
     }
 
-    async fn call(
-        &self,
-        ctx: &ToolContext,
-        arguments: serde_json::Value,
-    ) -> Result<String, ToolError> {
-        let args: CommitArguments = parse_arguments("git_commit", arguments)?;
+    async fn run(&self, ctx: &ToolContext, args: CommitArguments) -> Result<String, ToolError> {
         if args.message.trim().is_empty() {
-            return Err(ToolError::InvalidArguments {
-                tool: "git_commit".into(),
-                message: "message is empty; describe the change".into(),
-            });
+            return Err(Self::invalid("message is empty; describe the change"));
         }
         if args.all {
             git(ctx, ["add", "--all", "--", "."]).await?;

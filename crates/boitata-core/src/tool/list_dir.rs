@@ -5,17 +5,15 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::output::{ensure_newline, CappedText};
-use super::{blocking, parse_arguments, Tool, ToolContext, ToolError, ToolSpec};
+use super::{blocking, BuiltinTool, ToolContext, ToolError};
 use crate::workspace::EntryKind;
-
-const NAME: &str = "list_dir";
 
 /// Lists one directory beneath the workspace root.
 pub(super) struct ListDir;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Arguments {
+pub(super) struct Arguments {
     #[serde(default = "default_path")]
     path: String,
 }
@@ -25,37 +23,31 @@ fn default_path() -> String {
 }
 
 #[async_trait]
-impl Tool for ListDir {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: NAME.into(),
-            description: "List the entries of one directory of the workspace (not recursive), \
-                sorted by name, one per line. Directories end with `/`; symbolic links are \
-                shown as `name -> target` (a link whose target leaves the workspace cannot be \
-                followed by the file tools). Hidden entries are included."
-                .into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "path": {
-                        "type": "string",
-                        "description": "The directory, relative to the workspace root. Default: \".\" (the root)."
-                    }
-                },
-                "additionalProperties": false
-            }),
-        }
+impl BuiltinTool for ListDir {
+    const NAME: &'static str = "list_dir";
+    const DESCRIPTION: &'static str =
+        "List the entries of one directory of the workspace (not recursive), \
+        sorted by name, one per line. Directories end with `/`; symbolic links are \
+        shown as `name -> target` (a link whose target leaves the workspace cannot be \
+        followed by the file tools). Hidden entries are included.";
+    type Arguments = Arguments;
+
+    fn parameters() -> serde_json::Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "path": {
+                    "type": "string",
+                    "description": "The directory, relative to the workspace root. Default: \".\" (the root)."
+                }
+            },
+            "additionalProperties": false
+        })
     }
 
-    async fn call(
-        &self,
-        ctx: &ToolContext,
-        arguments: serde_json::Value,
-    ) -> Result<String, ToolError> {
-        let args: Arguments = parse_arguments(NAME, arguments)?;
-        let workspace = ctx.workspace.clone();
+    async fn run(&self, ctx: &ToolContext, args: Arguments) -> Result<String, ToolError> {
         let max_bytes = ctx.limits.max_output_bytes;
-        blocking(move || {
+        blocking(ctx, move |workspace| {
             let entries = workspace.list_dir(&args.path)?;
             if entries.is_empty() {
                 return Ok(format!("({} is empty)", args.path));

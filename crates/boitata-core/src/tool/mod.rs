@@ -129,15 +129,70 @@ fn parse_arguments<T: DeserializeOwned>(
     })
 }
 
-/// Runs blocking filesystem work off the async runtime's worker threads.
-async fn blocking<T, F>(work: F) -> Result<T, ToolError>
+/// Runs blocking filesystem work on `ctx`'s workspace off the async runtime's worker
+/// threads.
+async fn blocking<T, F>(ctx: &ToolContext, work: F) -> Result<T, ToolError>
 where
     T: Send + 'static,
-    F: FnOnce() -> Result<T, ToolError> + Send + 'static,
+    F: FnOnce(&Workspace) -> Result<T, ToolError> + Send + 'static,
 {
-    tokio::task::spawn_blocking(work)
+    let workspace = ctx.workspace.clone();
+    tokio::task::spawn_blocking(move || work(&workspace))
         .await
         .map_err(|e| ToolError::Failed(format!("the tool stopped unexpectedly: {e}")))?
+}
+
+/// A built-in tool: its name, description and argument schema, which the model sees,
+/// and a call that takes its arguments already parsed. [`Toolbox::standard`] holds each
+/// as a [`Builtin`], the [`Tool`] that parses them.
+#[async_trait]
+trait BuiltinTool: Send + Sync + 'static {
+    /// The name the model calls it by.
+    const NAME: &'static str;
+    /// What it does, for the model.
+    const DESCRIPTION: &'static str;
+    /// Its arguments, parsed from the call's JSON by [`parse_arguments`].
+    type Arguments: DeserializeOwned + Send;
+
+    /// The JSON Schema of [`Self::Arguments`].
+    fn parameters() -> serde_json::Value;
+
+    /// Runs it, returning the text the model sees.
+    ///
+    /// # Errors
+    /// [`ToolError`] for refused paths, bad arguments and failures.
+    async fn run(&self, ctx: &ToolContext, args: Self::Arguments) -> Result<String, ToolError>;
+
+    /// A [`ToolError::InvalidArguments`] naming this tool.
+    fn invalid(message: impl Into<String>) -> ToolError {
+        ToolError::InvalidArguments {
+            tool: Self::NAME.to_owned(),
+            message: message.into(),
+        }
+    }
+}
+
+/// The [`Tool`] a [`BuiltinTool`] is: builds its [`ToolSpec`] and parses its arguments.
+struct Builtin<T>(T);
+
+#[async_trait]
+impl<T: BuiltinTool> Tool for Builtin<T> {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: T::NAME.into(),
+            description: T::DESCRIPTION.into(),
+            parameters: T::parameters(),
+        }
+    }
+
+    async fn call(
+        &self,
+        ctx: &ToolContext,
+        arguments: serde_json::Value,
+    ) -> Result<String, ToolError> {
+        let args = parse_arguments(T::NAME, arguments)?;
+        self.0.run(ctx, args).await
+    }
 }
 
 /// The set of tools an agent has, by name.
@@ -169,16 +224,16 @@ impl Toolbox {
     /// Every built-in tool.
     pub fn standard() -> Self {
         Toolbox::new(vec![
-            Arc::new(file_read::FileRead),
-            Arc::new(file_write::FileWrite),
-            Arc::new(file_edit::FileEdit),
-            Arc::new(list_dir::ListDir),
-            Arc::new(search::Search),
-            Arc::new(execute_command::ExecuteCommand),
-            Arc::new(git::GitStatus),
-            Arc::new(git::GitDiff),
-            Arc::new(git::GitLog),
-            Arc::new(git::GitCommit),
+            Arc::new(Builtin(file_read::FileRead)),
+            Arc::new(Builtin(file_write::FileWrite)),
+            Arc::new(Builtin(file_edit::FileEdit)),
+            Arc::new(Builtin(list_dir::ListDir)),
+            Arc::new(Builtin(search::Search)),
+            Arc::new(Builtin(execute_command::ExecuteCommand)),
+            Arc::new(Builtin(git::GitStatus)),
+            Arc::new(Builtin(git::GitDiff)),
+            Arc::new(Builtin(git::GitLog)),
+            Arc::new(Builtin(git::GitCommit)),
         ])
     }
 

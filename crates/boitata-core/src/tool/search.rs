@@ -12,10 +12,9 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::output::{ensure_newline, CappedText};
-use super::{blocking, parse_arguments, Tool, ToolContext, ToolError, ToolSpec};
+use super::{blocking, BuiltinTool, ToolContext, ToolError};
 use crate::workspace::Workspace;
 
-const NAME: &str = "search";
 /// A matching line longer than this is shown cut, with `…`.
 const MAX_LINE_BYTES: usize = 300;
 /// How many skipped files are named in the output.
@@ -26,7 +25,7 @@ pub(super) struct Search;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Arguments {
+pub(super) struct Arguments {
     pattern: String,
     #[serde(default = "default_path")]
     path: String,
@@ -38,49 +37,46 @@ fn default_path() -> String {
 }
 
 #[async_trait]
-impl Tool for Search {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: NAME.into(),
-            description: "Search file contents in the workspace with a regular expression \
-                (Rust regex syntax, as ripgrep; use (?i) for case-insensitive). Walks the tree \
-                like ripgrep: files ignored by .gitignore, .ignore or .git/info/exclude are \
-                skipped, as are the .git directory, binary files and symbolic links. Prints \
-                one line per match as `path:line: text`, paths relative to the workspace root, \
-                sorted by path; output beyond the tool output limit is cut with a note."
-                .into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "pattern": {
-                        "type": "string",
-                        "description": "The regular expression to find, matched against each line."
-                    },
-                    "path": {
-                        "type": "string",
-                        "description": "A directory or file to search, relative to the workspace root. Default: \".\" (the whole workspace)."
-                    },
-                    "glob": {
-                        "type": "string",
-                        "description": "Only search files whose path matches this glob, gitignore-style (e.g. \"*.rs\", \"src/**/*.ts\"), relative to `path`."
-                    }
+impl BuiltinTool for Search {
+    const NAME: &'static str = "search";
+    const DESCRIPTION: &'static str =
+        "Search file contents in the workspace with a regular expression \
+        (Rust regex syntax, as ripgrep; use (?i) for case-insensitive). Walks the tree \
+        like ripgrep: files ignored by .gitignore, .ignore or .git/info/exclude are \
+        skipped, as are the .git directory, binary files and symbolic links. Prints \
+        one line per match as `path:line: text`, paths relative to the workspace root, \
+        sorted by path; output beyond the tool output limit is cut with a note.";
+    type Arguments = Arguments;
+
+    fn parameters() -> serde_json::Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "pattern": {
+                    "type": "string",
+                    "description": "The regular expression to find, matched against each line."
                 },
-                "required": ["pattern"],
-                "additionalProperties": false
-            }),
-        }
+                "path": {
+                    "type": "string",
+                    "description": "A directory or file to search, relative to the workspace root. Default: \".\" (the whole workspace)."
+                },
+                "glob": {
+                    "type": "string",
+                    "description": "Only search files whose path matches this glob, gitignore-style (e.g. \"*.rs\", \"src/**/*.ts\"), relative to `path`."
+                }
+            },
+            "required": ["pattern"],
+            "additionalProperties": false
+        })
     }
 
-    async fn call(
-        &self,
-        ctx: &ToolContext,
-        arguments: serde_json::Value,
-    ) -> Result<String, ToolError> {
-        let args: Arguments = parse_arguments(NAME, arguments)?;
-        let workspace = ctx.workspace.clone();
+    async fn run(&self, ctx: &ToolContext, args: Arguments) -> Result<String, ToolError> {
         let max_bytes = ctx.limits.max_output_bytes;
         let cancel = ctx.cancel.clone();
-        blocking(move || search(&workspace, &args, max_bytes, &cancel)).await
+        blocking(ctx, move |workspace| {
+            search(workspace, &args, max_bytes, &cancel)
+        })
+        .await
     }
 }
 
@@ -90,13 +86,9 @@ fn search(
     max_bytes: usize,
     cancel: &tokio_util::sync::CancellationToken,
 ) -> Result<String, ToolError> {
-    let invalid = |message: String| ToolError::InvalidArguments {
-        tool: NAME.into(),
-        message,
-    };
     let matcher = RegexMatcherBuilder::new()
         .build(&args.pattern)
-        .map_err(|e| invalid(format!("pattern is not a valid regular expression: {e}")))?;
+        .map_err(|e| Search::invalid(format!("pattern is not a valid regular expression: {e}")))?;
 
     // Walk from the canonical host path the search path resolves to beneath the root;
     // each file is then opened through the workspace again, so a link or a swap can
@@ -107,11 +99,11 @@ fn search(
             let mut builder = OverrideBuilder::new(&start);
             builder
                 .add(glob)
-                .map_err(|e| invalid(format!("glob {glob:?} is not valid: {e}")))?;
+                .map_err(|e| Search::invalid(format!("glob {glob:?} is not valid: {e}")))?;
             Some(
                 builder
                     .build()
-                    .map_err(|e| invalid(format!("glob {glob:?} is not valid: {e}")))?,
+                    .map_err(|e| Search::invalid(format!("glob {glob:?} is not valid: {e}")))?,
             )
         }
         None => None,
