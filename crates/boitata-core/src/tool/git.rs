@@ -29,16 +29,21 @@ where
     I: IntoIterator<Item = A>,
     A: Into<OsString>,
 {
-    let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
-    let run = run_git(ctx, &args).await?;
-    match run.ending {
-        Ending::Exited(0) => Ok(run.output),
-        _ => Err(failure(&args, run)),
-    }
+    git_exiting(ctx, &[0], args).await
 }
 
-/// Runs `git ARGS` in the workspace and returns how it went, whatever the exit code.
-async fn run_git(ctx: &ToolContext, args: &[OsString]) -> Result<ChildOutput, ToolError> {
+/// Runs `git ARGS` in the workspace; its output when it exits with one of `ok_codes`,
+/// else an error naming the subcommand and how it ended.
+async fn git_exiting<I, A>(
+    ctx: &ToolContext,
+    ok_codes: &[i32],
+    args: I,
+) -> Result<String, ToolError>
+where
+    I: IntoIterator<Item = A>,
+    A: Into<OsString>,
+{
+    let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
     let mut env = ctx.command_env.clone();
     if let Some(parent) = ctx.workspace.root().parent() {
         env.insert(
@@ -56,8 +61,9 @@ async fn run_git(ctx: &ToolContext, args: &[OsString]) -> Result<ChildOutput, To
         .await
         .map_err(|e| ToolError::Failed(format!("{e} (is git installed and on PATH?)")))?;
     match run.ending {
+        Ending::Exited(code) if ok_codes.contains(&code) => Ok(run.output),
         Ending::Cancelled => Err(ToolError::Cancelled),
-        _ => Ok(run),
+        _ => Err(failure(&args, run)),
     }
 }
 
@@ -298,18 +304,15 @@ impl BuiltinTool for GitCommit {
 
 /// Whether git has a `user.name` and a `user.email` in any config it reads.
 async fn configured_identity(ctx: &ToolContext) -> Result<(bool, bool), ToolError> {
-    let args: Vec<OsString> = ["config", "--get-regexp", r"^user\.(name|email)$"]
-        .into_iter()
-        .map(Into::into)
-        .collect();
-    let run = run_git(ctx, &args).await?;
-    match run.ending {
-        // Exit 1: no such key anywhere.
-        Ending::Exited(0) | Ending::Exited(1) => {}
-        _ => return Err(failure(&args, run)),
-    }
+    // Exit 1: no such key anywhere.
+    let output = git_exiting(
+        ctx,
+        &[0, 1],
+        ["config", "--get-regexp", r"^user\.(name|email)$"],
+    )
+    .await?;
     let has = |key: &str| {
-        run.output.lines().any(|line| {
+        output.lines().any(|line| {
             line.strip_prefix(key)
                 .and_then(|rest| rest.strip_prefix(' '))
                 .is_some_and(|value| !value.trim().is_empty())
