@@ -259,13 +259,7 @@ impl Workspace {
     /// [`WorkspaceError::WithPath`].
     pub fn open_file(&self, path: impl AsRef<Path>) -> Result<std::fs::File, WorkspaceError> {
         let path = path.as_ref();
-        let rel = self.relative(path)?;
-        let mut options = OpenOptions::new();
-        options.read(true).custom_flags(nix::libc::O_NONBLOCK);
-        let file = self
-            .dir
-            .open_with(&rel, &options)
-            .map_err(|e| self.fail(path, "read", e))?;
+        let file = self.open_nonblocking(path, "read")?;
         let meta = file.metadata().map_err(|e| self.fail(path, "read", e))?;
         if !meta.is_file() {
             return Err(WorkspaceError::NotAFile {
@@ -387,19 +381,28 @@ impl Workspace {
     /// `/proc` is not mounted).
     pub fn real_path(&self, path: impl AsRef<Path>) -> Result<PathBuf, WorkspaceError> {
         let path = path.as_ref();
-        let rel = self.relative(path)?;
-        let mut options = OpenOptions::new();
-        options.read(true).custom_flags(nix::libc::O_NONBLOCK);
-        let file = self
-            .dir
-            .open_with(&rel, &options)
-            .map_err(|e| self.fail(path, "resolve", e))?;
+        let file = self.open_nonblocking(path, "resolve")?;
         let fd_link = format!("/proc/self/fd/{}", file.as_raw_fd());
         let real = std::fs::read_link(fd_link).map_err(|e| self.fail(path, "resolve", e))?;
         if !real.starts_with(&self.root) {
             return Err(self.outside(path));
         }
         Ok(real)
+    }
+
+    /// Opens whatever `path` names for reading, non-blocking so that a FIFO cannot hang
+    /// the caller; a failure is reported as failing to `action` the path.
+    fn open_nonblocking(
+        &self,
+        path: &Path,
+        action: &'static str,
+    ) -> Result<cap_std::fs::File, WorkspaceError> {
+        let rel = self.relative(path)?;
+        let mut options = OpenOptions::new();
+        options.read(true).custom_flags(nix::libc::O_NONBLOCK);
+        self.dir
+            .open_with(&rel, &options)
+            .map_err(|e| self.fail(path, action, e))
     }
 
     fn outside(&self, path: &Path) -> WorkspaceError {
