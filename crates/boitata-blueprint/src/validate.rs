@@ -109,6 +109,14 @@ fn is_env_name(name: &str) -> bool {
         && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
+/// The placeholder-bearing strings of a node's `env` (`("env.NAME", text)`): all
+/// that is known to hold placeholders when the node's type or spec cannot be read.
+fn env_templates(env: BTreeMap<String, String>) -> Vec<(String, String)> {
+    env.into_iter()
+        .map(|(name, text)| (format!("env.{name}"), text))
+        .collect()
+}
+
 /// The common fields of a node (everything but `type`).
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
@@ -158,13 +166,10 @@ impl Checker<'_> {
                 return None;
             }
             _ => {
-                self.out.error(
-                    tree.span,
+                self.wrong_kind(
+                    tree,
                     "not a mapping",
-                    format!(
-                        "a blueprint is a mapping with name, entry, nodes and edges, not {}",
-                        tree.kind()
-                    ),
+                    "a blueprint is a mapping with name, entry, nodes and edges",
                 );
                 return None;
             }
@@ -189,27 +194,25 @@ impl Checker<'_> {
                 );
                 None
             }
-            Some(value) => {
-                match value.as_str() {
-                    Some(name) if is_blueprint_name(name) => Some(name.to_owned()),
-                    Some(name) => {
-                        self.out.error(
+            Some(value) => match value.as_str() {
+                Some(name) if is_blueprint_name(name) => Some(name.to_owned()),
+                Some(name) => {
+                    self.out.error(
                         value.span,
                         "invalid name",
                         format!("name {name:?} is invalid: use lower-case letters, digits, _ and - only (e.g. {:?})", suggest_name(name)),
                     );
-                        None
-                    }
-                    None => {
-                        self.out.error(
-                        value.span,
-                        "not a string",
-                        format!("name must be a string of lower-case letters, digits, _ and -, not {}", value.kind()),
-                    );
-                        None
-                    }
+                    None
                 }
-            }
+                None => {
+                    self.wrong_kind(
+                        value,
+                        "not a string",
+                        "name must be a string of lower-case letters, digits, _ and -",
+                    );
+                    None
+                }
+            },
         };
         let description = self.typed::<Option<String>>(top.get("description"), "", "the blueprint");
         let max_steps = self
@@ -280,6 +283,16 @@ impl Checker<'_> {
             }
             _ => {}
         }
+    }
+
+    /// Reports that `value` is not of the kind `expected` describes, at `value`:
+    /// "`expected`, not a list" (or whatever `value` is), labelled `label`.
+    fn wrong_kind(&mut self, value: &Yaml, label: &str, expected: impl std::fmt::Display) {
+        self.out.error(
+            value.span,
+            label,
+            format!("{expected}, not {}", value.kind()),
+        );
     }
 
     /// Reports each key of `map` not in `allowed`.
@@ -416,13 +429,10 @@ impl Checker<'_> {
             Value::Null => return Some(params),
             Value::Map(m) => m,
             _ => {
-                self.out.error(
-                    value.span,
+                self.wrong_kind(
+                    value,
                     "not a mapping",
-                    format!(
-                        "params must be a mapping of names to {{ default, description }}, not {}",
-                        value.kind()
-                    ),
+                    "params must be a mapping of names to { default, description }",
                 );
                 return None;
             }
@@ -446,13 +456,12 @@ impl Checker<'_> {
                 Value::Null => Some(Param::default()),
                 Value::Map(_) => self.read::<Param>(param, &context, ""),
                 _ => {
-                    self.out.error(
-                        param.span,
+                    self.wrong_kind(
+                        param,
                         "not a mapping",
-                        format!(
-                            "param {:?}: expected a mapping such as {{ default: VALUE, description: TEXT }}, not {}",
-                            key.text,
-                            param.kind()
+                        format_args!(
+                            "param {:?}: expected a mapping such as {{ default: VALUE, description: TEXT }}",
+                            key.text
                         ),
                     );
                     None
@@ -490,13 +499,10 @@ impl Checker<'_> {
                     return nodes;
                 }
                 _ => {
-                    self.out.error(
-                        value.span,
+                    self.wrong_kind(
+                        value,
                         "not a mapping",
-                        format!(
-                            "nodes must be a mapping of node ids to nodes, not {}",
-                            value.kind()
-                        ),
+                        "nodes must be a mapping of node ids to nodes",
                     );
                     return nodes;
                 }
@@ -593,11 +599,7 @@ impl Checker<'_> {
             ok = false;
         }
         let Some(node_type) = node_type else {
-            read.templates = common
-                .env
-                .into_iter()
-                .map(|(name, text)| (format!("env.{name}"), text))
-                .collect();
+            read.templates = env_templates(common.env);
             return read;
         };
 
@@ -681,11 +683,7 @@ impl Checker<'_> {
         };
         ok &= spec_fit;
         let Some(spec) = spec else {
-            read.templates = common
-                .env
-                .into_iter()
-                .map(|(name, text)| (format!("env.{name}"), text))
-                .collect();
+            read.templates = env_templates(common.env);
             return read;
         };
         let node = Node {
@@ -722,14 +720,10 @@ impl Checker<'_> {
             return None;
         };
         let Some(name) = t.as_str() else {
-            self.out.error(
-                t.span,
+            self.wrong_kind(
+                t,
                 "not a string",
-                format!(
-                    "node {id:?}: type must be one of {}, not {}",
-                    list(&types),
-                    t.kind()
-                ),
+                format_args!("node {id:?}: type must be one of {}", list(&types)),
             );
             return None;
         };
@@ -757,13 +751,10 @@ impl Checker<'_> {
             Value::Null => return Some(edges),
             Value::Seq(items) => items,
             _ => {
-                self.out.error(
-                    value.span,
+                self.wrong_kind(
+                    value,
                     "not a list",
-                    format!(
-                        "edges must be a list such as `- {{ from: a, to: b, when: success }}`, not {}",
-                        value.kind()
-                    ),
+                    "edges must be a list such as `- { from: a, to: b, when: success }`",
                 );
                 return None;
             }
@@ -779,12 +770,11 @@ impl Checker<'_> {
         for (index, item) in items.iter().enumerate() {
             let number = index + 1;
             let Some(map) = item.as_map() else {
-                self.out.error(
-                    item.span,
+                self.wrong_kind(
+                    item,
                     "not a mapping",
-                    format!(
-                        "edge {number}: expected a mapping such as {{ from: a, to: b, when: success }}, not {}",
-                        item.kind()
+                    format_args!(
+                        "edge {number}: expected a mapping such as {{ from: a, to: b, when: success }}"
                     ),
                 );
                 ok = false;
@@ -814,12 +804,11 @@ impl Checker<'_> {
                     Value::Str(s) => Some(s.clone()),
                     Value::Int(i) => Some(i.to_string()),
                     _ => {
-                        this.out.error(
-                            value.span,
+                        this.wrong_kind(
+                            value,
                             "not a node id",
-                            format!(
-                                "{label}: {field} must be a node id (nodes: {nodes_list}), not {}",
-                                value.kind()
+                            format_args!(
+                                "{label}: {field} must be a node id (nodes: {nodes_list})"
                             ),
                         );
                         None
@@ -930,13 +919,10 @@ impl Checker<'_> {
             _ => value.as_str().map(str::to_owned),
         };
         let Some(entry) = entry_text.as_deref() else {
-            self.out.error(
-                value.span,
+            self.wrong_kind(
+                value,
                 "not a node id",
-                format!(
-                    "entry must be a node id (nodes: {nodes_list}), not {}",
-                    value.kind()
-                ),
+                format_args!("entry must be a node id (nodes: {nodes_list})"),
             );
             return None;
         };
