@@ -20,6 +20,7 @@ use nix::unistd::Pid;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
 
+use super::ExecOutputBuffer;
 use crate::model::{Node, NodeSpec};
 use crate::node::{NodeContext, NodeError, NodeHandler, NodeOutcome};
 
@@ -187,8 +188,8 @@ async fn drain(task: tokio::task::JoinHandle<Vec<u8>>) -> Vec<u8> {
     }
 }
 
-/// Reads `reader` to the end, emitting each chunk as `exec_output`; returns the last
-/// [`EXEC_OUTPUT_TAIL_BYTES`] bytes when it is stdout.
+/// Reads `reader` to the end, emitting each chunk as `exec_output`; returns its last
+/// [`EXEC_OUTPUT_TAIL_BYTES`] bytes.
 async fn pump(
     mut reader: impl AsyncRead + Unpin,
     stream: OutputStream,
@@ -196,55 +197,18 @@ async fn pump(
     node: String,
 ) -> Vec<u8> {
     let mut buf = vec![0u8; 8192];
-    let mut pending: Vec<u8> = Vec::new();
-    let mut tail: Vec<u8> = Vec::new();
+    let mut output = ExecOutputBuffer::default();
     loop {
         let n = match reader.read(&mut buf).await {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
-        if stream == OutputStream::Stdout {
-            tail.extend_from_slice(&buf[..n]);
-            if tail.len() > EXEC_OUTPUT_TAIL_BYTES {
-                let cut = tail.len() - EXEC_OUTPUT_TAIL_BYTES;
-                tail.drain(..cut);
-            }
-        }
-        pending.extend_from_slice(&buf[..n]);
-        // Emit up to the last complete UTF-8 character; keep a split one for later.
-        let complete = utf8_prefix_len(&pending);
-        if complete > 0 {
-            let chunk = String::from_utf8_lossy(&pending[..complete]).into_owned();
-            pending.drain(..complete);
+        if let Some(chunk) = output.push(&buf[..n]) {
             emitter.emit_or_log(Some(&node), EventPayload::ExecOutput { stream, chunk });
         }
     }
-    if !pending.is_empty() {
-        let chunk = String::from_utf8_lossy(&pending).into_owned();
+    if let Some(chunk) = output.finish() {
         emitter.emit_or_log(Some(&node), EventPayload::ExecOutput { stream, chunk });
     }
-    tail
-}
-
-/// The length of `bytes` without a trailing incomplete UTF-8 sequence (invalid bytes
-/// count as complete; they become U+FFFD).
-fn utf8_prefix_len(bytes: &[u8]) -> usize {
-    match std::str::from_utf8(bytes) {
-        Ok(_) => bytes.len(),
-        Err(e) if e.error_len().is_none() => e.valid_up_to(),
-        Err(_) => bytes.len(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::utf8_prefix_len;
-
-    #[test]
-    fn split_characters_wait_for_their_rest() {
-        let e = "é".as_bytes();
-        assert_eq!(utf8_prefix_len(&[b'a', e[0]]), 1);
-        assert_eq!(utf8_prefix_len(&[b'a', e[0], e[1]]), 3);
-        assert_eq!(utf8_prefix_len(&[0xff, b'a']), 2);
-    }
+    output.into_tail()
 }

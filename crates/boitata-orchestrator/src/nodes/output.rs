@@ -1,7 +1,7 @@
 //! An [`OutputSink`] that streams a command's output as `exec_output` events and keeps
 //! the tail of its stdout (the node's output) and of its stderr (for failures).
 
-use boitata_blueprint::host::EXEC_OUTPUT_TAIL_BYTES;
+use boitata_blueprint::host::ExecOutputBuffer;
 use boitata_core::{Emitter, EventPayload, OutputStream};
 
 use crate::sandbox::OutputSink;
@@ -10,16 +10,8 @@ use crate::sandbox::OutputSink;
 pub(crate) struct EventOutput {
     emitter: Emitter,
     node: String,
-    stdout: Stream,
-    stderr: Stream,
-}
-
-#[derive(Default)]
-struct Stream {
-    /// Bytes of a character split across chunks, held for the next chunk.
-    pending: Vec<u8>,
-    /// The last [`EXEC_OUTPUT_TAIL_BYTES`] bytes.
-    tail: Vec<u8>,
+    stdout: ExecOutputBuffer,
+    stderr: ExecOutputBuffer,
 }
 
 impl EventOutput {
@@ -27,68 +19,42 @@ impl EventOutput {
         EventOutput {
             emitter,
             node: node.into(),
-            stdout: Stream::default(),
-            stderr: Stream::default(),
+            stdout: ExecOutputBuffer::default(),
+            stderr: ExecOutputBuffer::default(),
         }
     }
 
     /// Emits what is still held back; returns the tails of stdout and stderr.
     pub(crate) fn finish(mut self) -> (String, String) {
         for stream in [OutputStream::Stdout, OutputStream::Stderr] {
-            let pending = std::mem::take(&mut self.stream(stream).pending);
-            if !pending.is_empty() {
-                self.emit(stream, &pending);
+            if let Some(chunk) = self.stream(stream).finish() {
+                self.emit(stream, chunk);
             }
         }
         (
-            String::from_utf8_lossy(&self.stdout.tail).into_owned(),
-            String::from_utf8_lossy(&self.stderr.tail).into_owned(),
+            String::from_utf8_lossy(&self.stdout.into_tail()).into_owned(),
+            String::from_utf8_lossy(&self.stderr.into_tail()).into_owned(),
         )
     }
 
-    fn stream(&mut self, stream: OutputStream) -> &mut Stream {
+    fn stream(&mut self, stream: OutputStream) -> &mut ExecOutputBuffer {
         match stream {
             OutputStream::Stdout => &mut self.stdout,
             OutputStream::Stderr => &mut self.stderr,
         }
     }
 
-    fn emit(&self, stream: OutputStream, bytes: &[u8]) {
-        self.emitter.emit_or_log(
-            Some(&self.node),
-            EventPayload::ExecOutput {
-                stream,
-                chunk: String::from_utf8_lossy(bytes).into_owned(),
-            },
-        );
+    fn emit(&self, stream: OutputStream, chunk: String) {
+        self.emitter
+            .emit_or_log(Some(&self.node), EventPayload::ExecOutput { stream, chunk });
     }
 }
 
 impl OutputSink for EventOutput {
     fn output(&mut self, stream: OutputStream, chunk: &[u8]) {
-        let state = self.stream(stream);
-        state.tail.extend_from_slice(chunk);
-        if state.tail.len() > EXEC_OUTPUT_TAIL_BYTES {
-            let cut = state.tail.len() - EXEC_OUTPUT_TAIL_BYTES;
-            state.tail.drain(..cut);
+        if let Some(text) = self.stream(stream).push(chunk) {
+            self.emit(stream, text);
         }
-        state.pending.extend_from_slice(chunk);
-        let complete = utf8_prefix_len(&state.pending);
-        if complete == 0 {
-            return;
-        }
-        let ready: Vec<u8> = state.pending.drain(..complete).collect();
-        self.emit(stream, &ready);
-    }
-}
-
-/// The length of `bytes` without a trailing incomplete UTF-8 sequence (invalid bytes
-/// count as complete; they become U+FFFD).
-fn utf8_prefix_len(bytes: &[u8]) -> usize {
-    match std::str::from_utf8(bytes) {
-        Ok(_) => bytes.len(),
-        Err(e) if e.error_len().is_none() => e.valid_up_to(),
-        Err(_) => bytes.len(),
     }
 }
 

@@ -1,0 +1,85 @@
+//! A command's output on its way to `exec_output` events: text split only between
+//! UTF-8 characters, and the tail that becomes the node's output. Every `exec`
+//! handler, on the host or in a sandbox, relays output this way.
+
+use super::EXEC_OUTPUT_TAIL_BYTES;
+
+/// One output stream of a command (stdout or stderr): bytes in as they are read, text
+/// out for `exec_output` events, never splitting a UTF-8 character across two events;
+/// and the last [`EXEC_OUTPUT_TAIL_BYTES`] bytes kept.
+///
+/// ```
+/// use boitata_blueprint::host::ExecOutputBuffer;
+///
+/// let mut output = ExecOutputBuffer::default();
+/// let e = "é".as_bytes();
+/// assert_eq!(output.push(&[b'a', e[0]]).as_deref(), Some("a"));
+/// assert_eq!(output.push(&[e[1], b'b']).as_deref(), Some("éb"));
+/// assert_eq!(output.finish(), None);
+/// assert_eq!(output.into_tail(), "aéb".as_bytes());
+/// ```
+#[derive(Debug, Default)]
+pub struct ExecOutputBuffer {
+    /// Bytes of a character split across reads, held for the next read.
+    pending: Vec<u8>,
+    /// The last [`EXEC_OUTPUT_TAIL_BYTES`] bytes.
+    tail: Vec<u8>,
+}
+
+impl ExecOutputBuffer {
+    /// Takes `bytes` just read. Returns the text to emit now: everything up to the
+    /// last complete character (invalid bytes become U+FFFD), or `None` when all of it
+    /// waits for the rest of a character.
+    pub fn push(&mut self, bytes: &[u8]) -> Option<String> {
+        self.tail.extend_from_slice(bytes);
+        if self.tail.len() > EXEC_OUTPUT_TAIL_BYTES {
+            let cut = self.tail.len() - EXEC_OUTPUT_TAIL_BYTES;
+            self.tail.drain(..cut);
+        }
+        self.pending.extend_from_slice(bytes);
+        let complete = utf8_prefix_len(&self.pending);
+        if complete == 0 {
+            return None;
+        }
+        let ready: Vec<u8> = self.pending.drain(..complete).collect();
+        Some(String::from_utf8_lossy(&ready).into_owned())
+    }
+
+    /// At the end of the stream: the text still held back (a character the stream cut
+    /// short, as U+FFFD), or `None`.
+    pub fn finish(&mut self) -> Option<String> {
+        if self.pending.is_empty() {
+            return None;
+        }
+        let rest = std::mem::take(&mut self.pending);
+        Some(String::from_utf8_lossy(&rest).into_owned())
+    }
+
+    /// The last [`EXEC_OUTPUT_TAIL_BYTES`] bytes pushed.
+    pub fn into_tail(self) -> Vec<u8> {
+        self.tail
+    }
+}
+
+/// The length of `bytes` without a trailing incomplete UTF-8 sequence (invalid bytes
+/// count as complete; they become U+FFFD).
+fn utf8_prefix_len(bytes: &[u8]) -> usize {
+    match std::str::from_utf8(bytes) {
+        Ok(_) => bytes.len(),
+        Err(e) if e.error_len().is_none() => e.valid_up_to(),
+        Err(_) => bytes.len(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::utf8_prefix_len;
+
+    #[test]
+    fn split_characters_wait_for_their_rest() {
+        let e = "é".as_bytes();
+        assert_eq!(utf8_prefix_len(&[b'a', e[0]]), 1);
+        assert_eq!(utf8_prefix_len(&[b'a', e[0], e[1]]), 3);
+        assert_eq!(utf8_prefix_len(&[0xff, b'a']), 2);
+    }
+}
