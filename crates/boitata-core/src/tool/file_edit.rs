@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{blocking, BuiltinTool, ToolContext, ToolError};
+use super::{blocking, file_path_schema, BuiltinTool, ToolContext, ToolError};
 
 /// Replaces the one occurrence of a string in a file beneath the workspace root.
 pub(super) struct FileEdit;
@@ -33,10 +33,7 @@ impl BuiltinTool for FileEdit {
         json!({
             "type": "object",
             "properties": {
-                "path": {
-                    "type": "string",
-                    "description": "The file, relative to the workspace root (an absolute path inside the root is accepted)."
-                },
+                "path": file_path_schema(),
                 "old_string": {
                     "type": "string",
                     "minLength": 1,

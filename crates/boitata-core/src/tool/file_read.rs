@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::output::{ensure_newline, CappedText};
-use super::{blocking, BuiltinTool, ToolContext, ToolError};
+use super::{blocking, file_path_schema, BuiltinTool, ToolContext, ToolError};
 
 /// A file with a NUL byte in its first this-many bytes is taken as binary.
 const BINARY_PROBE_BYTES: usize = 8 * 1024;
@@ -38,10 +38,7 @@ impl BuiltinTool for FileRead {
         json!({
             "type": "object",
             "properties": {
-                "path": {
-                    "type": "string",
-                    "description": "The file, relative to the workspace root (an absolute path inside the root is accepted)."
-                },
+                "path": file_path_schema(),
                 "offset": {
                     "type": "integer",
                     "minimum": 1,

@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{blocking, BuiltinTool, ToolContext, ToolError};
+use super::{blocking, file_path_schema, BuiltinTool, ToolContext, ToolError};
 
 /// Writes a whole file beneath the workspace root, creating parent directories.
 pub(super) struct FileWrite;
@@ -30,10 +30,7 @@ impl BuiltinTool for FileWrite {
         json!({
             "type": "object",
             "properties": {
-                "path": {
-                    "type": "string",
-                    "description": "The file, relative to the workspace root (an absolute path inside the root is accepted)."
-                },
+                "path": file_path_schema(),
                 "content": {
                     "type": "string",
                     "description": "The complete new content of the file."

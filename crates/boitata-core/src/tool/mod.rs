@@ -129,6 +129,14 @@ fn parse_arguments<T: DeserializeOwned>(
     })
 }
 
+/// The JSON Schema of the `path` argument of the tools that take one file.
+fn file_path_schema() -> serde_json::Value {
+    serde_json::json!({
+        "type": "string",
+        "description": "The file, relative to the workspace root (an absolute path inside the root is accepted)."
+    })
+}
+
 /// Runs blocking filesystem work on `ctx`'s workspace off the async runtime's worker
 /// threads.
 async fn blocking<T, F>(ctx: &ToolContext, work: F) -> Result<T, ToolError>
