@@ -114,21 +114,8 @@ pub(crate) fn graph(args: &BlueprintGraphArgs) -> Result<u8, CliError> {
 /// `boitata run TASK --blueprint FILE_OR_NAME [--param k=v]...`.
 pub(crate) async fn run(global: &GlobalArgs, args: RunArgs) -> Result<u8, CliError> {
     let name_or_path = args.blueprint.clone().unwrap_or_default();
-    let mut config = session::load_config(global)?;
-    session::override_provider(
-        &mut config,
-        args.provider.as_deref(),
-        args.model.as_deref(),
-        args.script.as_deref(),
-    )?;
-    if let Some(max_turns) = args.max_turns {
-        config.agent.max_turns = max_turns;
-    }
-    let workspace = match &args.workspace {
-        Some(dir) => dir.clone(),
-        None => std::env::current_dir()
-            .map_err(|e| CliError::usage(format!("cannot read the current directory: {e}")))?,
-    };
+    let config = session::run_config(global, &args)?;
+    let workspace = session::workspace_dir(&args)?;
     if !workspace.is_dir() {
         return Err(CliError::usage(format!(
             "workspace {} is not a directory",

@@ -275,7 +275,11 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, CliError> {
     let run = client.create_run(blueprint, &args.task, &params).await?;
 
     let cancel = CancellationToken::new();
-    let watcher = tokio::spawn(watch_signals(cancel.clone(), renderer.clone()));
+    let watcher = tokio::spawn(crate::session::cancel_on_signals(
+        cancel.clone(),
+        renderer.clone(),
+        CANCEL_NOTE,
+    ));
     let canceller = {
         let cancel = cancel.clone();
         let client = client.clone();
@@ -314,28 +318,7 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, CliError> {
     Ok(status.exit_code() as u8)
 }
 
-/// First Ctrl-C or SIGTERM: cancel the remote run (it then ends `cancelled` and the
-/// stream says so). Second: exit 130 at once.
-async fn watch_signals(cancel: CancellationToken, renderer: Arc<Renderer>) {
-    let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-    else {
-        return;
-    };
-    let mut seen = 0;
-    loop {
-        tokio::select! {
-            r = tokio::signal::ctrl_c() => { if r.is_err() { return; } }
-            _ = term.recv() => {}
-        }
-        seen += 1;
-        if seen == 1 {
-            renderer.note("cancelling the run on the server: it stops its current step and cleans up (press Ctrl-C again to quit at once; the run is still cancelled)");
-            cancel.cancel();
-        } else {
-            std::process::exit(130);
-        }
-    }
-}
+const CANCEL_NOTE: &str = "cancelling the run on the server: it stops its current step and cleans up (press Ctrl-C again to quit at once; the run is still cancelled)";
 
 /// `boitata runs list --remote URL`.
 pub(crate) async fn runs_list(args: RunsListArgs) -> Result<u8, CliError> {

@@ -18,21 +18,8 @@ pub(crate) async fn run(global: &GlobalArgs, args: RunArgs) -> Result<u8, CliErr
              --blueprint the agent runs on the task alone",
         ));
     }
-    let mut config = session::load_config(global)?;
-    session::override_provider(
-        &mut config,
-        args.provider.as_deref(),
-        args.model.as_deref(),
-        args.script.as_deref(),
-    )?;
-    if let Some(max_turns) = args.max_turns {
-        config.agent.max_turns = max_turns;
-    }
-    let workspace_dir = match &args.workspace {
-        Some(dir) => dir.clone(),
-        None => std::env::current_dir()
-            .map_err(|e| CliError::usage(format!("cannot read the current directory: {e}")))?,
-    };
+    let config = session::run_config(global, &args)?;
+    let workspace_dir = session::workspace_dir(&args)?;
     let workspace = Workspace::open(&workspace_dir).map_err(CliError::usage)?;
     let runtime = Runtime::from_config(config, &ProcessEnv).map_err(CliError::usage)?;
     let store = session::open_store(runtime.config())?;

@@ -9,7 +9,7 @@ use boitata_core::store::{NewRun, RunStore};
 use boitata_core::{Emitter, EventPayload, Redactor, RunStatus};
 use tokio_util::sync::CancellationToken;
 
-use crate::args::GlobalArgs;
+use crate::args::{GlobalArgs, RunArgs};
 use crate::error::CliError;
 use crate::render::Renderer;
 
@@ -125,25 +125,61 @@ impl LocalRun {
 /// First Ctrl-C or SIGTERM: cancel the run (it then ends cleanly as `cancelled`).
 /// Second Ctrl-C: exit 130 at once.
 fn watch_signals(cancel: CancellationToken, renderer: Arc<Renderer>) {
-    tokio::spawn(async move {
-        let Ok(mut term) =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        else {
-            return;
-        };
-        let mut seen = 0;
-        loop {
-            tokio::select! {
-                r = tokio::signal::ctrl_c() => { if r.is_err() { return; } }
-                _ = term.recv() => {}
-            }
-            seen += 1;
-            if seen == 1 {
-                renderer.note("cancelling: finishing the current step and cleaning up (press Ctrl-C again to quit at once)");
-                cancel.cancel();
-            } else {
-                std::process::exit(130);
-            }
+    tokio::spawn(cancel_on_signals(
+        cancel,
+        renderer,
+        "cancelling: finishing the current step and cleaning up (press Ctrl-C again to quit at once)",
+    ));
+}
+
+/// Waits for Ctrl-C or SIGTERM: the first prints `note` and fires `cancel`; the
+/// second exits the process with 130 at once.
+pub(crate) async fn cancel_on_signals(
+    cancel: CancellationToken,
+    renderer: Arc<Renderer>,
+    note: &'static str,
+) {
+    let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+    else {
+        return;
+    };
+    let mut seen = 0;
+    loop {
+        tokio::select! {
+            r = tokio::signal::ctrl_c() => { if r.is_err() { return; } }
+            _ = term.recv() => {}
         }
-    });
+        seen += 1;
+        if seen == 1 {
+            renderer.note(note);
+            cancel.cancel();
+        } else {
+            std::process::exit(130);
+        }
+    }
+}
+
+/// The config for a local `boitata run`: the files and environment, then the run's
+/// `--provider`, `--model`, `--script` and `--max-turns`.
+pub(crate) fn run_config(global: &GlobalArgs, args: &RunArgs) -> Result<Config, CliError> {
+    let mut config = load_config(global)?;
+    override_provider(
+        &mut config,
+        args.provider.as_deref(),
+        args.model.as_deref(),
+        args.script.as_deref(),
+    )?;
+    if let Some(max_turns) = args.max_turns {
+        config.agent.max_turns = max_turns;
+    }
+    Ok(config)
+}
+
+/// `--workspace`, or the current directory.
+pub(crate) fn workspace_dir(args: &RunArgs) -> Result<std::path::PathBuf, CliError> {
+    match &args.workspace {
+        Some(dir) => Ok(dir.clone()),
+        None => std::env::current_dir()
+            .map_err(|e| CliError::usage(format!("cannot read the current directory: {e}"))),
+    }
 }
