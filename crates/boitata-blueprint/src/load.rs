@@ -5,7 +5,11 @@
 //! in each search directory in turn: the CLI passes `./blueprints/` and then the user
 //! config dir's `blueprints/` ([`default_search_dirs`]).
 
+use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+
+use nix::fcntl::OFlag;
 
 use crate::diagnostic::Diagnostics;
 use crate::validate::{parse, Validated};
@@ -23,13 +27,19 @@ pub enum LoadError {
         #[source]
         source: std::io::Error,
     },
+    /// The path is a device, FIFO, socket or directory, not a regular file.
+    #[error("cannot read blueprint {}: not a regular file (it is a {kind}); pass a .yaml file", path.display())]
+    NotRegularFile {
+        /// The path.
+        path: PathBuf,
+        /// What it is instead: `directory`, `FIFO`, `character device`, ...
+        kind: &'static str,
+    },
     /// The file is over [`MAX_BLUEPRINT_BYTES`].
-    #[error("blueprint {} is {bytes} bytes; blueprints are limited to {MAX_BLUEPRINT_BYTES} bytes", path.display())]
+    #[error("blueprint {} is over {MAX_BLUEPRINT_BYTES} bytes; blueprints are limited to {MAX_BLUEPRINT_BYTES} bytes", path.display())]
     TooLarge {
         /// The file.
         path: PathBuf,
-        /// Its size.
-        bytes: u64,
     },
     /// The file is not a valid blueprint.
     #[error("{0}")]
@@ -39,20 +49,34 @@ pub enum LoadError {
 /// Reads and validates the blueprint at `path` (named as given in diagnostics).
 ///
 /// # Errors
-/// [`LoadError`]: unreadable, too large, or invalid (with every diagnostic).
+/// [`LoadError`]: unreadable, not a regular file, too large (by the bytes read, at
+/// most one over the limit), or invalid (with every diagnostic).
 pub fn load(path: &Path) -> Result<Validated, LoadError> {
     let read_error = |source| LoadError::Read {
         path: path.to_path_buf(),
         source,
     };
-    let bytes = std::fs::metadata(path).map_err(read_error)?.len();
-    if bytes > MAX_BLUEPRINT_BYTES as u64 {
+    // Refuse devices and FIFOs before opening them (opening can have effects), and
+    // again on the opened file (the path may have changed in between).
+    refuse_non_regular(path, &std::fs::metadata(path).map_err(read_error)?)?;
+    // O_NONBLOCK: a FIFO swapped in after the check cannot block the open.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(OFlag::O_NONBLOCK.bits())
+        .open(path)
+        .map_err(read_error)?;
+    refuse_non_regular(path, &file.metadata().map_err(read_error)?)?;
+    // The size is enforced on what is read, not on what metadata claims.
+    let limit = MAX_BLUEPRINT_BYTES as u64;
+    let mut raw = Vec::new();
+    file.take(limit + 1)
+        .read_to_end(&mut raw)
+        .map_err(read_error)?;
+    if raw.len() as u64 > limit {
         return Err(LoadError::TooLarge {
             path: path.to_path_buf(),
-            bytes,
         });
     }
-    let raw = std::fs::read(path).map_err(read_error)?;
     let text = String::from_utf8(raw).map_err(|e| {
         read_error(std::io::Error::new(
             std::io::ErrorKind::InvalidData,
@@ -60,6 +84,32 @@ pub fn load(path: &Path) -> Result<Validated, LoadError> {
         ))
     })?;
     parse(&text, &path.display().to_string()).map_err(LoadError::Invalid)
+}
+
+/// [`LoadError::NotRegularFile`] unless `metadata` is a regular file's.
+fn refuse_non_regular(path: &Path, metadata: &std::fs::Metadata) -> Result<(), LoadError> {
+    use std::os::unix::fs::FileTypeExt;
+    let file_type = metadata.file_type();
+    if file_type.is_file() {
+        return Ok(());
+    }
+    let kind = if file_type.is_dir() {
+        "directory"
+    } else if file_type.is_fifo() {
+        "FIFO"
+    } else if file_type.is_char_device() {
+        "character device"
+    } else if file_type.is_block_device() {
+        "block device"
+    } else if file_type.is_socket() {
+        "socket"
+    } else {
+        "special file"
+    };
+    Err(LoadError::NotRegularFile {
+        path: path.to_path_buf(),
+        kind,
+    })
 }
 
 /// A blueprint name or path that matches no file.
@@ -98,6 +148,8 @@ pub fn is_name(text: &str) -> bool {
 
 /// Resolves `name_or_path`: an existing file, anything that looks like a path (has a
 /// `/` or a `.yaml`/`.yml` suffix), or a name looked up in `search_dirs` in order.
+/// A path that exists but is not a regular file (`/dev/zero`, a FIFO) is returned as
+/// is, so that [`load`] refuses it by what it is rather than as missing.
 ///
 /// # Errors
 /// [`FindError`] when nothing matches.
@@ -112,6 +164,9 @@ pub fn find(name_or_path: &str, search_dirs: &[PathBuf]) -> Result<PathBuf, Find
         || name_or_path.ends_with(".yml")
         || !is_name(name_or_path);
     if looks_like_path {
+        if std::fs::symlink_metadata(as_path).is_ok() {
+            return Ok(as_path.to_path_buf());
+        }
         return Err(FindError::NoFile(as_path.to_path_buf()));
     }
     for dir in search_dirs {

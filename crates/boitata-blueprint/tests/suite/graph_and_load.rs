@@ -87,3 +87,52 @@ fn loading_reports_diagnostics_with_the_path() {
         "{err}"
     );
 }
+
+#[test]
+fn a_device_is_refused_as_not_a_regular_file_without_reading_it() {
+    // `/dev/zero` reports a size of 0 and never ends: it must be refused, not read.
+    let err = load(std::path::Path::new("/dev/zero")).unwrap_err();
+    assert!(
+        matches!(err, LoadError::NotRegularFile { .. }),
+        "expected NotRegularFile, got {err}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "cannot read blueprint /dev/zero: not a regular file (it is a character device); pass a .yaml file"
+    );
+    // `run --blueprint /dev/zero` must reach that message, not "no blueprint file".
+    assert_eq!(find("/dev/zero", &[]).unwrap(), PathBuf::from("/dev/zero"));
+}
+
+#[test]
+fn a_fifo_is_refused_promptly_without_a_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("blueprint.yaml");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    // Run on a thread so that a regression (an open that blocks for a writer) fails
+    // the test instead of hanging the suite.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let path = fifo.clone();
+    std::thread::spawn(move || {
+        let _ = tx.send(load(&path).map(|_| ()).map_err(|e| e.to_string()));
+    });
+    let result = rx
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("loading a FIFO blocked");
+    let err = result.unwrap_err();
+    assert!(err.contains("not a regular file (it is a FIFO)"), "{err}");
+}
+
+#[test]
+fn the_size_limit_is_enforced_on_the_bytes_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big.yaml");
+    std::fs::write(
+        &path,
+        "x".repeat(boitata_blueprint::MAX_BLUEPRINT_BYTES + 1),
+    )
+    .unwrap();
+    let err = load(&path).unwrap_err();
+    assert!(matches!(err, LoadError::TooLarge { .. }), "{err}");
+    assert!(err.to_string().contains("limited to"), "{err}");
+}
