@@ -13,6 +13,7 @@ mod run;
 mod runs;
 mod sandbox;
 mod session;
+mod terminal;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -41,7 +42,7 @@ fn main() -> ExitCode {
     let code = match runtime.block_on(dispatch(cli)) {
         Ok(code) => code,
         Err(e) => {
-            let _ = writeln!(std::io::stderr(), "error: {}", e.message);
+            let _ = writeln!(std::io::stderr(), "error: {}", terminal::safe(&e.message));
             e.code
         }
     };

@@ -13,6 +13,8 @@ use boitata_core::event::SinkError;
 use boitata_core::{Event, EventPayload, EventSink, Outcome, OutputStream, RunStatus};
 use indicatif::{ProgressBar, ProgressStyle};
 
+use crate::terminal;
+
 /// Prints events as they happen.
 pub(crate) struct Renderer {
     json: bool,
@@ -64,7 +66,14 @@ impl Renderer {
         }
     }
 
+    /// Prints `text` as one line, without the escape sequences and control
+    /// characters it may carry (model text, command output: see [`terminal::safe`]).
     fn line(&self, text: &str) {
+        self.line_raw(&terminal::safe(text));
+    }
+
+    /// Prints `text`, which must be free of untrusted escape sequences.
+    fn line_raw(&self, text: &str) {
         match &self.spinner {
             Some(bar) => bar.println(text),
             None if self.to_stdout => {
@@ -78,7 +87,7 @@ impl Renderer {
 
     fn status(&self, text: impl Into<String>) {
         if let Some(bar) = &self.spinner {
-            bar.set_message(text.into());
+            bar.set_message(terminal::safe(&text.into()).into_owned());
         }
     }
 
@@ -95,10 +104,16 @@ impl Renderer {
         }
     }
 
-    /// The run's result on stdout (not in `--json` mode).
+    /// The run's result on stdout (not in `--json` mode); without escape sequences
+    /// when stdout is a terminal, exact when it is piped.
     pub(crate) fn print_result(&self, text: &str) {
         if !self.json && !text.is_empty() {
             let mut out = std::io::stdout().lock();
+            let text = if out.is_terminal() {
+                terminal::safe(text)
+            } else {
+                text.into()
+            };
             let _ = writeln!(out, "{}", text.trim_end());
             let _ = out.flush();
         }
@@ -249,7 +264,8 @@ impl Renderer {
         }
         let text = format!("  {label}{shown}");
         if self.spinner.is_some() && std::env::var_os("NO_COLOR").is_none() {
-            self.line(&format!("\x1b[2m{text}\x1b[0m"));
+            let text = terminal::safe(&text);
+            self.line_raw(&format!("\x1b[2m{text}\x1b[0m"));
         } else {
             self.line(&text);
         }

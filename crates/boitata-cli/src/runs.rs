@@ -11,6 +11,7 @@ use crate::args::{GlobalArgs, RunsListArgs, RunsShowArgs};
 use crate::error::CliError;
 use crate::render::Renderer;
 use crate::session;
+use crate::terminal::safe;
 
 pub(crate) fn list(global: &GlobalArgs, args: RunsListArgs) -> Result<u8, CliError> {
     let config = session::load_config(global)?;
@@ -48,8 +49,8 @@ pub(crate) fn print_list(runs: &[RunRecord], json: bool) -> Result<u8, CliError>
             run.id,
             run.status.as_str(),
             run.created_at.format("%Y-%m-%d %H:%M:%S"),
-            run.blueprint.as_deref().unwrap_or("-"),
-            one_line(&run.task, 60),
+            safe(run.blueprint.as_deref().unwrap_or("-")),
+            safe(&one_line(&run.task, 60)),
         );
     }
     Ok(0)
@@ -86,18 +87,18 @@ fn print_header(run: &RunRecord) {
     let _ = writeln!(out, "run       {}", run.id);
     let _ = writeln!(out, "status    {}", run.status);
     if let Some(b) = &run.blueprint {
-        let _ = writeln!(out, "blueprint {b}");
+        let _ = writeln!(out, "blueprint {}", safe(b));
     }
-    let _ = writeln!(out, "task      {}", one_line(&run.task, 200));
+    let _ = writeln!(out, "task      {}", safe(&one_line(&run.task, 200)));
     if let Some(w) = &run.workspace {
-        let _ = writeln!(out, "workspace {w}");
+        let _ = writeln!(out, "workspace {}", safe(w));
     }
     let _ = writeln!(out, "created   {}", run.created_at.to_rfc3339());
     if let Some(f) = run.finished_at {
         let _ = writeln!(out, "finished  {}", f.to_rfc3339());
     }
     if let Some(e) = &run.error {
-        let _ = writeln!(out, "error     {e}");
+        let _ = writeln!(out, "error     {}", safe(e));
     }
     let _ = writeln!(out);
 }

@@ -365,3 +365,74 @@ fn runs_show_takes_prefixes_literally_and_read_commands_create_no_store() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("ambiguous: matches 2 runs"), "{stderr}");
 }
+
+/// The bytes that make a terminal act: ESC (every escape sequence starts with it),
+/// BEL (ends OSC strings) and CSI/OSC as C1 characters.
+fn assert_no_terminal_controls(what: &str, bytes: &[u8]) {
+    let text = String::from_utf8_lossy(bytes);
+    assert!(
+        !text.contains(['\u{1b}', '\u{7}', '\u{9b}', '\u{9d}']),
+        "{what} carries terminal control characters: {text:?}"
+    );
+}
+
+#[test]
+fn escape_sequences_from_the_model_commands_and_task_never_reach_the_terminal() {
+    let repo = TempRepo::new();
+    let data = tempfile::tempdir().unwrap();
+    let script = data.path().join("escapes.json");
+    let hostile = "hi \u{1b}]52;c;ZWNobyBwd25lZA==\u{7}\u{1b}[2J\u{1b}]0;title\u{7}\u{9b}2J there";
+    let script_json = serde_json::json!({
+        "turns": [
+            { "text": hostile, "tool_calls": [
+                { "name": "execute_command", "arguments": {
+                    "command": "printf 'out \\033]52;c;aGk=\\007\\033[2J\\033]0;t\\007shown\\n'; printf 'err \\033[31m\\233red\\n' >&2; exit 4" } } ] },
+            { "tool_calls": [
+                { "name": "file_read", "arguments": { "path": "no\u{1b}[2Jsuch" } } ] },
+            { "text": "done" }
+        ]
+    });
+    std::fs::write(&script, serde_json::to_vec(&script_json).unwrap()).unwrap();
+    let output = boitata(data.path())
+        .args(["run", "task \u{1b}]0;title\u{7}here", "--workspace"])
+        .arg(repo.path())
+        .arg("--script")
+        .arg(&script)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert_no_terminal_controls("run stderr", &output.stderr);
+    assert!(stderr.contains("agent: hi  there"), "{stderr}");
+
+    let listed = boitata(data.path())
+        .args(["runs", "list"])
+        .output()
+        .unwrap();
+    assert_eq!(listed.status.code(), Some(0));
+    assert_no_terminal_controls("runs list", &listed.stdout);
+    assert!(
+        String::from_utf8_lossy(&listed.stdout).contains("task here"),
+        "{}",
+        String::from_utf8_lossy(&listed.stdout)
+    );
+
+    let json = boitata(data.path())
+        .args(["runs", "list", "--json"])
+        .output()
+        .unwrap();
+    let runs: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let id = runs[0]["id"].as_str().unwrap().to_owned();
+    // `--json` keeps the text exact (JSON escapes the control characters).
+    assert_eq!(runs[0]["task"], "task \u{1b}]0;title\u{7}here");
+
+    let shown = boitata(data.path())
+        .args(["runs", "show", &id])
+        .output()
+        .unwrap();
+    let shown_text = String::from_utf8_lossy(&shown.stdout);
+    assert_eq!(shown.status.code(), Some(0), "{shown_text}");
+    assert_no_terminal_controls("runs show", &shown.stdout);
+    assert_no_terminal_controls("runs show stderr", &shown.stderr);
+    assert!(shown_text.contains("agent: hi  there"), "{shown_text}");
+}
