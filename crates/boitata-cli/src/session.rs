@@ -1,5 +1,5 @@
 //! What every local run shares: loading the config, opening the run store, the
-//! emitter with its printer, and Ctrl-C / SIGTERM turning into cancellation.
+//! emitter with its printer, and Ctrl-C / SIGTERM / SIGHUP turning into cancellation.
 
 use std::io::Write;
 use std::sync::Arc;
@@ -122,8 +122,8 @@ impl LocalRun {
     }
 }
 
-/// First Ctrl-C or SIGTERM: cancel the run (it then ends cleanly as `cancelled`).
-/// Second Ctrl-C: exit 130 at once.
+/// First Ctrl-C, SIGTERM or SIGHUP: cancel the run (it then ends cleanly as
+/// `cancelled`, exit 130). Second one: exit 130 at once.
 fn watch_signals(cancel: CancellationToken, renderer: Arc<Renderer>) {
     tokio::spawn(cancel_on_signals(
         cancel,
@@ -132,15 +132,20 @@ fn watch_signals(cancel: CancellationToken, renderer: Arc<Renderer>) {
     ));
 }
 
-/// Waits for Ctrl-C or SIGTERM: the first prints `note` and fires `cancel`; the
-/// second exits the process with 130 at once.
+/// Waits for Ctrl-C, SIGTERM or SIGHUP (the terminal closed: without this the default
+/// action kills the process with no teardown, leaving sandboxes up and the run
+/// `running`): the first prints `note` and fires `cancel`; the second exits the
+/// process with 130 at once.
 pub(crate) async fn cancel_on_signals(
     cancel: CancellationToken,
     renderer: Arc<Renderer>,
     note: &'static str,
 ) {
-    let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-    else {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut hangup)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::hangup()),
+    ) else {
         return;
     };
     let mut seen = 0;
@@ -148,6 +153,7 @@ pub(crate) async fn cancel_on_signals(
         tokio::select! {
             r = tokio::signal::ctrl_c() => { if r.is_err() { return; } }
             _ = term.recv() => {}
+            _ = hangup.recv() => {}
         }
         seen += 1;
         if seen == 1 {

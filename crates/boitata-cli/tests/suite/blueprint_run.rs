@@ -206,6 +206,19 @@ fn live_processes_in_group(pgid: i32) -> Vec<i32> {
 
 #[test]
 fn ctrl_c_during_a_host_exec_cancels_the_run_kills_its_processes_and_exits_130() {
+    cancel_a_host_exec_with(nix::sys::signal::Signal::SIGINT);
+}
+
+/// A closed terminal (SIGHUP) is a cancellation like Ctrl-C: teardown runs, the run
+/// is recorded `cancelled`, nothing is left running.
+#[test]
+fn sighup_during_a_host_exec_cancels_the_run_like_ctrl_c() {
+    cancel_a_host_exec_with(nix::sys::signal::Signal::SIGHUP);
+}
+
+/// Runs a host blueprint whose command sleeps, sends `signal` once it runs, and
+/// checks the run ends `cancelled` with exit 130 and its processes gone.
+fn cancel_a_host_exec_with(signal: nix::sys::signal::Signal) {
     let home = tempfile::tempdir().unwrap();
     let file = home.path().join("long.yaml");
     std::fs::write(
@@ -244,16 +257,12 @@ fn ctrl_c_during_a_host_exec_cancels_the_run_kills_its_processes_and_exits_130()
         "the shell and its sleeps run"
     );
 
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .unwrap();
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal).unwrap();
     for line in lines {
         seen.push(serde_json::from_str(&line.unwrap()).unwrap());
     }
     let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(130));
+    assert_eq!(status.code(), Some(130), "{status:?}");
     assert!(matches!(
         seen.last().unwrap().payload,
         EventPayload::RunFinished {
