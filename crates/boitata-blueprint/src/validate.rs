@@ -53,6 +53,15 @@ pub const BLUEPRINT_FIELDS: &[&str] = &[
 /// The fields of an edge.
 pub const EDGE_FIELDS: &[&str] = &["from", "to", "when"];
 
+/// The networks a `provision` node may attach to.
+const NETWORKS: &[&str] = &["none", "bridge"];
+
+/// The smallest `cpus` a `provision` node may set: Docker rounds less to no limit.
+const MIN_CPUS: f64 = 0.01;
+
+/// The smallest `memory` a `provision` node may set (6 MiB, Docker's own minimum).
+const MIN_MEMORY_BYTES: u64 = 6 << 20;
+
 /// Node ids that would be ambiguous in placeholders or edges.
 const RESERVED_IDS: &[&str] = &[END, "task", "run", "params"];
 
@@ -686,6 +695,7 @@ impl Checker<'_> {
             read.templates = env_templates(common.env);
             return read;
         };
+        ok &= self.limits(id, &spec, &read.spans);
         let node = Node {
             id: id.to_owned(),
             description: common.description,
@@ -703,6 +713,87 @@ impl Checker<'_> {
             read.node = Some(node);
         }
         read
+    }
+
+    /// Checks the values of a `provision` node's sandbox settings and an agent node's
+    /// `max_turns` that parse but would fail at run time or silently weaken a limit
+    /// (`cpus: 0.0000000001` is no CPU limit at all to Docker). A templated value is
+    /// checked after substitution, at run time. Returns false when one is wrong.
+    fn limits(&mut self, id: &str, spec: &NodeSpec, spans: &HashMap<String, Option<Span>>) -> bool {
+        let mut problems: Vec<(&str, String)> = Vec::new();
+        match spec {
+            NodeSpec::Provision(p) => {
+                if spans.contains_key("image") && p.image.trim().is_empty() {
+                    problems.push((
+                        "image",
+                        "image is empty: name an image, e.g. boitata-agent-rust:latest".into(),
+                    ));
+                }
+                if let Some(cpus) = p.cpus {
+                    if !(cpus >= MIN_CPUS && cpus.is_finite()) {
+                        problems.push((
+                            "cpus",
+                            format!("cpus {cpus} is below the minimum: use at least {MIN_CPUS} (CPUs, e.g. 0.5 or 2)"),
+                        ));
+                    }
+                }
+                if let Some(bytes) = p.memory_bytes {
+                    if bytes < MIN_MEMORY_BYTES {
+                        problems.push((
+                            "memory",
+                            format!(
+                                "memory {bytes} bytes is below the minimum of 6m: use bytes or a unit (k, m, g, t: binary multiples), e.g. 512m or 2g"
+                            ),
+                        ));
+                    }
+                }
+                if p.pids == Some(0) {
+                    problems.push((
+                        "pids",
+                        "pids 0 would mean no limit: use at least 1 (e.g. 512), or leave it out for the default".into(),
+                    ));
+                }
+                if let Some(network) = p.network.as_deref().map(str::trim) {
+                    if !network.contains('{') && !NETWORKS.contains(&network) {
+                        problems.push((
+                            "network",
+                            format!(
+                                "network {network:?} is not supported: use {}",
+                                NETWORKS.join(" or ")
+                            ),
+                        ));
+                    }
+                }
+                if let Some(workdir) = p.workdir.as_deref().map(str::trim) {
+                    if !workdir.starts_with('/') && !workdir.starts_with('{') {
+                        problems.push((
+                            "workdir",
+                            format!("workdir {workdir:?} is not an absolute path: write it from the sandbox root, e.g. /workspace"),
+                        ));
+                    }
+                }
+            }
+            NodeSpec::AgentSandbox(AgentSandboxSpec { max_turns, .. })
+            | NodeSpec::Agent(AgentSpec { max_turns, .. }) => {
+                if *max_turns == Some(0) {
+                    problems.push((
+                        "max_turns",
+                        "max_turns must be at least 1 (leave it out for the config's default)"
+                            .into(),
+                    ));
+                }
+            }
+            NodeSpec::Checkout(_) | NodeSpec::Exec(_) => {}
+        }
+        let ok = problems.is_empty();
+        for (field, message) in problems {
+            self.out.error(
+                spans.get(field).copied().flatten(),
+                "here",
+                format!("node {id:?}: {message}"),
+            );
+        }
+        ok
     }
 
     /// The node's `type`, or `None` (reported) when it is missing or unknown.

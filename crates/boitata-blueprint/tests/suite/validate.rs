@@ -461,3 +461,41 @@ fn oversized_input_is_refused_before_parsing() {
     let d = parse(&yaml, "big.yaml").unwrap_err();
     assert!(d.to_string().contains("limited to"), "{d}");
 }
+
+invalid!(
+    provision_settings_that_would_fail_or_weaken_limits,
+    r#"name: limits
+entry: box
+nodes:
+  box: { type: provision, image: "", network: host, cpus: 0.0000000001, pids: 0, memory: 1k, workdir: relative }
+  neg: { type: provision, image: img, cpus: -1 }
+  zero: { type: provision, image: img, cpus: 0, network: "{params.net}", workdir: "{params.dir}" }
+  work: { type: agent_sandbox, container: "{box}", prompt: hi, max_turns: 0 }
+  host: { type: agent, prompt: hi, max_turns: 0 }
+params:
+  net: { default: none }
+  dir: { default: /w }
+edges:
+  - { from: box, to: neg }
+  - { from: neg, to: zero }
+  - { from: zero, to: work }
+  - { from: work, to: host }
+"#
+);
+
+#[test]
+fn the_smallest_allowed_provision_settings_are_valid() {
+    let yaml = r#"name: small
+entry: box
+nodes:
+  box: { type: provision, image: img, network: none, cpus: 0.01, pids: 1, memory: 6m, workdir: /w }
+  net: { type: provision, image: img, network: bridge }
+  work: { type: agent, prompt: hi, max_turns: 1 }
+edges:
+  - { from: box, to: net }
+  - { from: net, to: work }
+"#;
+    if let Err(d) = parse(yaml, "small.yaml") {
+        panic!("{}", d.render(100));
+    }
+}
