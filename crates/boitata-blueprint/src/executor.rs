@@ -732,7 +732,7 @@ impl Walk<'_> {
         match joined {
             Ok(Ok(outcome)) => NodeEnd::Outcome(outcome, None),
             Ok(Err(NodeError::Cancelled)) if self.cancel.is_cancelled() => NodeEnd::Cancelled,
-            Ok(Err(e)) => NodeEnd::Error(format!("node {:?}: {e}", node.id)),
+            Ok(Err(e)) => NodeEnd::Error(naming_the_node(&node.id, e.to_string())),
             Err(e) if e.is_panic() => {
                 let payload = e.into_panic();
                 let message = payload
@@ -744,5 +744,15 @@ impl Walk<'_> {
             }
             Err(e) => NodeEnd::Error(format!("node {:?} was aborted: {e}", node.id)),
         }
+    }
+}
+
+/// `message` prefixed `node "ID": `, once: handlers' errors often name their node
+/// already (`node "box": network "host" is not supported: ...`).
+fn naming_the_node(id: &str, message: String) -> String {
+    let prefix = format!("node {id:?}");
+    match message.strip_prefix(&prefix) {
+        Some(rest) if rest.starts_with(':') || rest.starts_with(' ') => message,
+        _ => format!("{prefix}: {message}"),
     }
 }

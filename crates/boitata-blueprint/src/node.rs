@@ -121,6 +121,9 @@ impl NodeOutcome {
 }
 
 /// Why a node could not run to an outcome. Any of these fails the run.
+///
+/// The executor names the node in the run's error: `node "ID": MESSAGE`, unless the
+/// message already starts with `node "ID"`.
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {
     /// The handler stopped because `ctx.cancel()` fired.

@@ -31,6 +31,13 @@ impl NodeHandler for Provision {
         let NodeSpec::Provision(spec) = &node.spec else {
             return Err(NodeError::Invalid("not a provision node".into()));
         };
+        if spec.network.as_deref() == Some("host") {
+            // As the Docker provision handler words it: naming its node.
+            return Err(NodeError::Invalid(format!(
+                "node {:?}: network \"host\" is not supported: use bridge or none",
+                node.id
+            )));
+        }
         let n = self.0.created.fetch_add(1, Ordering::SeqCst);
         let id = format!("sandbox-{n}-{}", spec.image);
         let destroyed = self.0.destroyed.clone();
@@ -255,4 +262,54 @@ edges:
     let refused = executor.run(&bp, h.request("t")).await.unwrap_err();
     assert_eq!(refused, err);
     assert!(h.recorder.events().is_empty(), "nothing may run");
+}
+
+/// A handler's error that names its node already is not prefixed a second time;
+/// one that does not is prefixed once.
+#[tokio::test]
+async fn a_handler_error_names_its_node_once() {
+    let backend = Arc::new(FakeSandbox::default());
+    let hooks = Arc::new(Hooks::default());
+    let mut h = Harness::new();
+    h.params.insert("net".into(), "host".into());
+    let yaml = r#"name: net
+entry: box
+params:
+  net: { description: "the network" }
+nodes:
+  box: { type: provision, image: "img", network: "{params.net}" }
+"#;
+    let report = h.run_with(sandbox_executor(&backend, &hooks), yaml).await;
+    assert_eq!(report.status, RunStatus::Failed);
+    let expected = r#"node "box": network "host" is not supported: use bridge or none"#;
+    let finished = h
+        .recorder
+        .events()
+        .into_iter()
+        .find_map(|e| match e.payload {
+            EventPayload::NodeFinished { error, .. } => error,
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(finished, expected);
+    let error = report.error.unwrap();
+    assert_eq!(error.matches("node \"box\"").count(), 1, "{error}");
+    assert!(error.contains(expected), "{error}");
+
+    // An error without the node's name gets it once.
+    let mut handlers = NodeHandlers::host();
+    handlers.register(
+        HandlerKind::Provision,
+        Arc::new(SandboxExec(backend.clone())),
+    );
+    let h = Harness::new();
+    let report = h
+        .run_with(
+            Executor::new(handlers),
+            "name: wrong\nentry: box\nnodes:\n  box: { type: provision, image: img }\n",
+        )
+        .await;
+    let error = report.error.unwrap();
+    assert!(error.contains(r#"node "box": not an exec node"#), "{error}");
+    assert_eq!(error.matches("node \"box\"").count(), 1, "{error}");
 }
