@@ -545,3 +545,24 @@ fn a_failing_agent_node_says_why_and_its_own_max_turns_beats_the_flag() {
         "{help}"
     );
 }
+
+/// The pattern docs/blueprints.md recommends: a placeholder passed through `env` and
+/// quoted in the command is data, never shell code (pasted into the command, the same
+/// task would run).
+#[test]
+fn a_task_passed_through_env_is_not_run_as_shell_code() {
+    let home = tempfile::tempdir().unwrap();
+    let file = home.path().join("safe.yaml");
+    std::fs::write(
+        &file,
+        "name: safe\nentry: say\nnodes:\n  say: { type: exec, env: { TASK: \"{task}\" }, command: 'printf \"%s\\n\" \"$TASK\"' }\n",
+    )
+    .unwrap();
+    let task = "$(touch pwned); `touch pwned2` \"'";
+    let (stdout, stderr, code) =
+        run_in(home.path(), &[task, "--blueprint", file.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(stdout.trim_end(), task);
+    assert!(!home.path().join("pwned").exists());
+    assert!(!home.path().join("pwned2").exists());
+}
