@@ -112,9 +112,8 @@ fn a_fifo_is_refused_promptly_without_a_writer() {
     // Run on a thread so that a regression (an open that blocks for a writer) fails
     // the test instead of hanging the suite.
     let (tx, rx) = std::sync::mpsc::channel();
-    let path = fifo.clone();
     std::thread::spawn(move || {
-        let _ = tx.send(load(&path).map(|_| ()).map_err(|e| e.to_string()));
+        let _ = tx.send(load(&fifo).map(|_| ()).map_err(|e| e.to_string()));
     });
     let result = rx
         .recv_timeout(std::time::Duration::from_secs(20))
