@@ -366,9 +366,16 @@ pub fn user_config_dir() -> Option<PathBuf> {
     directories::ProjectDirs::from("", "", "boitata").map(|d| d.config_dir().to_path_buf())
 }
 
-/// Serde helpers for `Duration` as a humantime string (`90s`, `10m`).
+/// The longest duration a setting may hold: 7 days. Longer ones are refused at load
+/// (a deadline centuries away overflows clocks and means "never" anyway).
+pub const MAX_DURATION: Duration = Duration::from_secs(7 * 24 * 60 * 60);
+
+/// Serde helpers for `Duration` as a humantime string (`90s`, `10m`), at most
+/// [`MAX_DURATION`](super::MAX_DURATION).
 pub mod humantime_serde_compat {
     use std::time::Duration;
+
+    use super::MAX_DURATION;
 
     use serde::{Deserialize, Deserializer, Serializer};
 
@@ -377,14 +384,21 @@ pub mod humantime_serde_compat {
         s.serialize_str(&humantime::format_duration(*d).to_string())
     }
 
-    /// Reads a humantime string.
+    /// Reads a humantime string; refuses one longer than [`MAX_DURATION`].
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         let text = String::deserialize(d)?;
-        humantime::parse_duration(&text).map_err(|e| {
+        let duration = humantime::parse_duration(&text).map_err(|e| {
             serde::de::Error::custom(format!(
                 "invalid duration {text:?}: {e} (use e.g. 90s, 10m)"
             ))
-        })
+        })?;
+        if duration > MAX_DURATION {
+            return Err(serde::de::Error::custom(format!(
+                "duration {text:?} is too long: the most is {} (use e.g. 90s, 10m)",
+                humantime::format_duration(MAX_DURATION)
+            )));
+        }
+        Ok(duration)
     }
 }
 
@@ -417,6 +431,25 @@ mod tests {
         assert_eq!(config.provider.model.as_deref(), Some("m2"));
         assert_eq!(config.provider.timeout, Duration::from_secs(5));
         assert_eq!(config.provider.api_key.as_deref(), Some("key-123456"));
+    }
+
+    #[test]
+    fn absurd_durations_are_refused_at_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b.toml");
+        std::fs::write(&path, "[tools]\ncommand_timeout = \"500000000000y\"\n").unwrap();
+        let err = Config::load(Some(&path), &env(&[]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("too long: the most is 7days"), "{err}");
+        std::fs::write(&path, "[provider]\ntimeout = \"8days\"\n").unwrap();
+        let err = Config::load(Some(&path), &env(&[]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("too long"), "{err}");
+        std::fs::write(&path, "[tools]\ncommand_timeout = \"7days\"\n").unwrap();
+        let config = Config::load(Some(&path), &env(&[])).unwrap();
+        assert_eq!(config.tools.command_timeout, MAX_DURATION);
     }
 
     #[test]
