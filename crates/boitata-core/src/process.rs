@@ -438,6 +438,28 @@ impl Capture {
     }
 }
 
+/// Hardens the calling process against its own children; call it first thing in
+/// `main` of every binary that holds secrets (provider keys, tokens).
+///
+/// On Linux it marks the process non-dumpable (`prctl(PR_SET_DUMPABLE, 0)`): a
+/// process of the same user without `CAP_SYS_PTRACE`, such as a command the agent
+/// runs, can then no longer read `/proc/PID/environ` or `/proc/PID/mem` of this one,
+/// nor attach a debugger, and no core dump is written. Clearing the environment of
+/// children is not enough: `cat /proc/$PPID/environ` shows the environment this
+/// process was started with, even after `remove_var`.
+///
+/// It does not protect against root (or `CAP_SYS_PTRACE`), which may read any
+/// process: run untrusted work in a sandbox. Elsewhere than Linux it does nothing.
+///
+/// # Errors
+/// The `prctl` error, which callers may log and go on: the process still runs, less
+/// protected.
+pub fn harden_process() -> io::Result<()> {
+    #[cfg(target_os = "linux")]
+    nix::sys::prctl::set_dumpable(false).map_err(io::Error::from)?;
+    Ok(())
+}
+
 /// The marker put where output was cut: `\n[... 1234 bytes cut ...]\n`.
 pub fn cut_marker(cut_bytes: u64) -> String {
     format!("\n[... {cut_bytes} bytes cut ...]\n")
@@ -477,6 +499,14 @@ mod tests {
             .unwrap();
         assert_eq!(output.ending, Ending::Exited(0));
         assert_eq!(output.output, "ok\n");
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn harden_process_makes_the_process_non_dumpable() {
+        // Each nextest test is its own process: this changes nobody else's.
+        harden_process().unwrap();
+        assert!(!nix::sys::prctl::get_dumpable().unwrap());
     }
 
     #[test]
