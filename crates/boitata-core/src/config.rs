@@ -18,7 +18,8 @@
 //! kind = "openai"               # openai | anthropic | scripted
 //! model = "gpt-4.1-mini"
 //! base_url = "http://127.0.0.1:11434/v1"   # any Chat Completions server
-//! timeout = "120s"
+//! timeout = "120s"        # idle: connection, headers, each pause in the stream
+//! total_timeout = "10m"    # the whole request, retries and streamed answer included
 //! max_retries = 4
 //!
 //! [agent]
@@ -170,9 +171,14 @@ pub struct ProviderConfig {
     pub base_url: Option<String>,
     /// For `scripted`: the script file.
     pub script: Option<PathBuf>,
-    /// Per-request timeout (humantime, e.g. `120s`).
+    /// Idle timeout of a request (humantime, e.g. `120s`): for the connection, the
+    /// response headers, and each pause in the streamed answer.
     #[serde(with = "humantime_serde_compat")]
     pub timeout: Duration,
+    /// The most one request may take in all, retries and the whole streamed answer
+    /// included (humantime, default `10m`).
+    #[serde(with = "humantime_serde_compat")]
+    pub total_timeout: Duration,
     /// Retries for 429 and 5xx.
     pub max_retries: u32,
     /// The API key: filled from the environment only, never read from a file.
@@ -191,6 +197,7 @@ impl Default for ProviderConfig {
             base_url: None,
             script: None,
             timeout: Duration::from_secs(120),
+            total_timeout: Duration::from_secs(600),
             max_retries: 4,
             api_key: None,
             base_url_from_env: false,
