@@ -7,9 +7,12 @@
 //! - `boitata-agent --stdio`: ACP over stdin/stdout, so any ACP client (an editor) can
 //!   start it. Nothing but protocol goes to stdout. `BOITATA_AGENT_SECRET` is optional.
 //!
-//! Provider settings and keys come from the launch environment and `--config`
-//! (`boitata_core::config`). The secret and keys are removed from the process
-//! environment before the agent runs; its commands get an explicit allowlist anyway.
+//! Provider settings and keys come from the launch environment, `--config`,
+//! `$BOITATA_CONFIG` and the user config dir (`boitata_core::config`), never from a
+//! `./boitata.toml`: the current directory is an untrusted checkout, which must not
+//! choose where the key is sent. The secret and keys are removed from the process
+//! environment before the agent runs; its commands get an explicit allowlist anyway,
+//! and the process is non-dumpable so they cannot read its `/proc/PID/environ`.
 //! SIGTERM (or Ctrl-C) cancels running turns, lets them answer, and exits 0.
 //!
 //! Exit codes: 0 clean shutdown, 1 the server failed, 2 usage or configuration error.
@@ -22,7 +25,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use boitata_acp::AcpServer;
-use boitata_core::config::{Config, ProcessEnv};
+use boitata_core::config::{Config, ConfigSearch, ProcessEnv};
 use boitata_core::runtime::Runtime;
 use clap::Parser;
 use tokio_util::sync::CancellationToken;
@@ -55,7 +58,7 @@ struct Args {
     #[arg(long, value_name = "DIR")]
     workspace: Option<PathBuf>,
 
-    /// The config file [default: $BOITATA_CONFIG, ./boitata.toml, the user config dir].
+    /// The config file [default: $BOITATA_CONFIG, the user config dir; never ./boitata.toml].
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
 
@@ -73,8 +76,12 @@ enum Failure {
 }
 
 fn main() -> ExitCode {
+    let hardened = boitata_core::process::harden_process();
     let args = Args::parse();
     init_logging();
+    if let Err(e) = hardened {
+        tracing::warn!("cannot make the process non-dumpable: {e}");
+    }
     // Everything that touches the process environment happens here, before any thread
     // exists: reading it, then removing the secrets from it.
     let prepared = prepare(&args);
@@ -118,8 +125,12 @@ fn prepare(args: &Args) -> Result<Ready, Failure> {
     };
     let workspace = std::fs::canonicalize(&workspace)
         .map_err(|e| Failure::Usage(format!("workspace {}: {e}", workspace.display())))?;
-    let config = Config::load(args.config.as_deref(), &ProcessEnv)
-        .map_err(|e| Failure::Usage(e.to_string()))?;
+    let config = Config::load_with(
+        args.config.as_deref(),
+        &ProcessEnv,
+        &ConfigSearch::without_current_dir(),
+    )
+    .map_err(|e| Failure::Usage(e.to_string()))?;
     let runtime =
         Runtime::from_config(config, &ProcessEnv).map_err(|e| Failure::Usage(e.to_string()))?;
     Ok(Ready {

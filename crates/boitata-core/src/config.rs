@@ -1,8 +1,14 @@
 //! Settings: where they come from and what they hold.
 //!
-//! The first file found wins: `--config FILE`, `$BOITATA_CONFIG`, `./boitata.toml`,
-//! then the user config dir (`~/.config/boitata/config.toml` on Linux). No file at all
-//! is fine: the defaults apply. Environment variables then override the file:
+//! The first file found wins: `--config FILE`, `$BOITATA_CONFIG`, `./boitata.toml`
+//! (unless [`ConfigSearch`] leaves the current directory out, as `boitata-agent`
+//! does), then the user config dir (`~/.config/boitata/config.toml` on Linux). No file
+//! at all is fine: the defaults apply.
+//!
+//! The current directory is often a checkout of someone else's repository, so a
+//! `./boitata.toml` is not trusted with the API key: when it sets `provider.base_url`,
+//! [`Config::check_key_destination`] refuses until the user confirms the URL (see
+//! there). Environment variables then override the file:
 //! `BOITATA_PROVIDER`, `BOITATA_MODEL`, `BOITATA_BASE_URL`, `BOITATA_SCRIPT`,
 //! `BOITATA_DATA_DIR`, `BOITATA_API_TOKEN`; API keys come from `OPENAI_API_KEY` and
 //! `ANTHROPIC_API_KEY` only (never from a file that might be committed).
@@ -12,7 +18,8 @@
 //! kind = "openai"               # openai | anthropic | scripted
 //! model = "gpt-4.1-mini"
 //! base_url = "http://127.0.0.1:11434/v1"   # any Chat Completions server
-//! timeout = "120s"
+//! timeout = "120s"        # idle: connection, headers, each pause in the stream
+//! total_timeout = "10m"    # the whole request, retries and streamed answer included
 //! max_retries = 4
 //!
 //! [agent]
@@ -46,6 +53,55 @@ pub struct Config {
     /// The file these settings were read from, if any.
     #[serde(skip)]
     pub source: Option<PathBuf>,
+    /// How that file was found.
+    #[serde(skip)]
+    pub origin: ConfigOrigin,
+}
+
+/// How the settings file was found ([`Config::load_with`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ConfigOrigin {
+    /// No file: the defaults (or a file read with [`Config::read`] directly).
+    #[default]
+    Defaults,
+    /// Named by the caller (`--config FILE`).
+    Explicit,
+    /// Named by `$BOITATA_CONFIG`.
+    Environment,
+    /// `./boitata.toml` in the current directory: possibly an untrusted checkout.
+    CurrentDir,
+    /// The user config dir.
+    UserDir,
+}
+
+/// Where [`Config::load_with`] may look for a file besides `--config` and
+/// `$BOITATA_CONFIG`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigSearch {
+    /// The directory searched for `boitata.toml` (`None`: none is), before the user
+    /// config dir.
+    pub current_dir: Option<PathBuf>,
+}
+
+impl ConfigSearch {
+    /// `./boitata.toml`, then the user config dir: the CLI's search.
+    pub fn with_current_dir() -> Self {
+        ConfigSearch {
+            current_dir: Some(PathBuf::from(".")),
+        }
+    }
+
+    /// The user config dir only: for a process whose current directory is an
+    /// untrusted checkout (`boitata-agent`).
+    pub fn without_current_dir() -> Self {
+        ConfigSearch { current_dir: None }
+    }
+}
+
+impl Default for ConfigSearch {
+    fn default() -> Self {
+        ConfigSearch::with_current_dir()
+    }
 }
 
 /// Which model API.
@@ -115,14 +171,22 @@ pub struct ProviderConfig {
     pub base_url: Option<String>,
     /// For `scripted`: the script file.
     pub script: Option<PathBuf>,
-    /// Per-request timeout (humantime, e.g. `120s`).
+    /// Idle timeout of a request (humantime, e.g. `120s`): for the connection, the
+    /// response headers, and each pause in the streamed answer.
     #[serde(with = "humantime_serde_compat")]
     pub timeout: Duration,
+    /// The most one request may take in all, retries and the whole streamed answer
+    /// included (humantime, default `10m`).
+    #[serde(with = "humantime_serde_compat")]
+    pub total_timeout: Duration,
     /// Retries for 429 and 5xx.
     pub max_retries: u32,
     /// The API key: filled from the environment only, never read from a file.
     #[serde(skip)]
     pub api_key: Option<String>,
+    /// True when `base_url` came from `BOITATA_BASE_URL`, not from the file.
+    #[serde(skip)]
+    pub base_url_from_env: bool,
 }
 
 impl Default for ProviderConfig {
@@ -133,8 +197,10 @@ impl Default for ProviderConfig {
             base_url: None,
             script: None,
             timeout: Duration::from_secs(120),
+            total_timeout: Duration::from_secs(600),
             max_retries: 4,
             api_key: None,
+            base_url_from_env: false,
         }
     }
 }
@@ -229,6 +295,22 @@ pub enum ConfigError {
     /// An unknown provider name.
     #[error("unknown provider {0:?}: use openai, anthropic or scripted")]
     UnknownProvider(String),
+    /// A config file in the current directory would send the API key elsewhere.
+    #[error(
+        "{path} (a config file in the current directory) sets provider.base_url = {url:?}, \
+         and the key in {variable} would be sent there: a checked-out repository may not \
+         choose where your key goes. If you trust that server, confirm it with \
+         BOITATA_BASE_URL={url} or pass the file with --config; otherwise remove \
+         base_url from it"
+    )]
+    UntrustedBaseUrl {
+        /// The config file.
+        path: PathBuf,
+        /// The base URL it sets.
+        url: String,
+        /// The variable holding the key.
+        variable: String,
+    },
 }
 
 /// A view of environment variables. Tests pass a map instead of touching the process
@@ -255,25 +337,81 @@ impl EnvSource for BTreeMap<String, String> {
 }
 
 impl Config {
-    /// Finds and reads the config file (see the module docs), then applies `env`.
+    /// Finds and reads the config file (see the module docs), `./boitata.toml`
+    /// included, then applies `env`: [`Config::load_with`] and
+    /// [`ConfigSearch::with_current_dir`].
     ///
     /// # Errors
     /// [`ConfigError`] when a named file is missing or any file is invalid.
     pub fn load(explicit: Option<&Path>, env: &dyn EnvSource) -> Result<Config, ConfigError> {
+        Config::load_with(explicit, env, &ConfigSearch::with_current_dir())
+    }
+
+    /// Finds and reads the config file: `explicit`, else `$BOITATA_CONFIG`, else
+    /// `boitata.toml` in `search.current_dir` (if any), else the user config file;
+    /// then applies `env`. [`Config::origin`] says which was used.
+    ///
+    /// # Errors
+    /// [`ConfigError`] when a named file is missing or any file is invalid.
+    pub fn load_with(
+        explicit: Option<&Path>,
+        env: &dyn EnvSource,
+        search: &ConfigSearch,
+    ) -> Result<Config, ConfigError> {
         let candidate = match explicit {
-            Some(path) => Some(path.to_path_buf()),
+            Some(path) => Some((path.to_path_buf(), ConfigOrigin::Explicit)),
             None => env
                 .var("BOITATA_CONFIG")
-                .map(PathBuf::from)
-                .or_else(|| Some(PathBuf::from("boitata.toml")).filter(|p| p.is_file()))
-                .or_else(|| user_config_file().filter(|p| p.is_file())),
+                .map(|p| (PathBuf::from(p), ConfigOrigin::Environment))
+                .or_else(|| {
+                    let dir = search.current_dir.as_ref()?;
+                    let path = dir.join("boitata.toml");
+                    path.is_file().then_some((path, ConfigOrigin::CurrentDir))
+                })
+                .or_else(|| {
+                    user_config_file()
+                        .filter(|p| p.is_file())
+                        .map(|p| (p, ConfigOrigin::UserDir))
+                }),
         };
         let mut config = match candidate {
-            Some(path) => Config::read(&path)?,
+            Some((path, origin)) => Config {
+                origin,
+                ..Config::read(&path)?
+            },
             None => Config::default(),
         };
         config.apply_env(env)?;
         Ok(config)
+    }
+
+    /// Whether the API key may go to the configured base URL.
+    ///
+    /// It may not when a `boitata.toml` found in the current directory (an
+    /// untrusted checkout, [`ConfigOrigin::CurrentDir`]) set `provider.base_url` and
+    /// there is a key to send: the user confirms by setting `BOITATA_BASE_URL` (to the
+    /// same URL, or another) or by naming the file with `--config`.
+    ///
+    /// # Errors
+    /// [`ConfigError::UntrustedBaseUrl`], whose message says both ways to confirm.
+    pub fn check_key_destination(&self) -> Result<(), ConfigError> {
+        let provider = &self.provider;
+        let from_checkout = self.origin == ConfigOrigin::CurrentDir && !provider.base_url_from_env;
+        match (&provider.base_url, &provider.api_key, from_checkout) {
+            (Some(url), Some(_), true) => Err(ConfigError::UntrustedBaseUrl {
+                path: self
+                    .source
+                    .clone()
+                    .unwrap_or_else(|| PathBuf::from("boitata.toml")),
+                url: url.clone(),
+                variable: provider
+                    .kind
+                    .api_key_variable()
+                    .unwrap_or("the API key variable")
+                    .to_owned(),
+            }),
+            _ => Ok(()),
+        }
     }
 
     /// Reads one TOML file.
@@ -312,6 +450,7 @@ impl Config {
         }
         if let Some(url) = env.var("BOITATA_BASE_URL") {
             self.provider.base_url = Some(url);
+            self.provider.base_url_from_env = true;
         }
         if let Some(script) = env.var("BOITATA_SCRIPT") {
             self.provider.script = Some(PathBuf::from(script));
@@ -366,9 +505,16 @@ pub fn user_config_dir() -> Option<PathBuf> {
     directories::ProjectDirs::from("", "", "boitata").map(|d| d.config_dir().to_path_buf())
 }
 
-/// Serde helpers for `Duration` as a humantime string (`90s`, `10m`).
+/// The longest duration a setting may hold: 7 days. Longer ones are refused at load
+/// (a deadline centuries away overflows clocks and means "never" anyway).
+pub const MAX_DURATION: Duration = Duration::from_secs(7 * 24 * 60 * 60);
+
+/// Serde helpers for `Duration` as a humantime string (`90s`, `10m`), at most
+/// [`MAX_DURATION`](super::MAX_DURATION).
 pub mod humantime_serde_compat {
     use std::time::Duration;
+
+    use super::MAX_DURATION;
 
     use serde::{Deserialize, Deserializer, Serializer};
 
@@ -377,14 +523,21 @@ pub mod humantime_serde_compat {
         s.serialize_str(&humantime::format_duration(*d).to_string())
     }
 
-    /// Reads a humantime string.
+    /// Reads a humantime string; refuses one longer than [`MAX_DURATION`].
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         let text = String::deserialize(d)?;
-        humantime::parse_duration(&text).map_err(|e| {
+        let duration = humantime::parse_duration(&text).map_err(|e| {
             serde::de::Error::custom(format!(
                 "invalid duration {text:?}: {e} (use e.g. 90s, 10m)"
             ))
-        })
+        })?;
+        if duration > MAX_DURATION {
+            return Err(serde::de::Error::custom(format!(
+                "duration {text:?} is too long: the most is {} (use e.g. 90s, 10m)",
+                humantime::format_duration(MAX_DURATION)
+            )));
+        }
+        Ok(duration)
     }
 }
 
@@ -417,6 +570,84 @@ mod tests {
         assert_eq!(config.provider.model.as_deref(), Some("m2"));
         assert_eq!(config.provider.timeout, Duration::from_secs(5));
         assert_eq!(config.provider.api_key.as_deref(), Some("key-123456"));
+    }
+
+    #[test]
+    fn absurd_durations_are_refused_at_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b.toml");
+        std::fs::write(&path, "[tools]\ncommand_timeout = \"500000000000y\"\n").unwrap();
+        let err = Config::load(Some(&path), &env(&[]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("too long: the most is 7days"), "{err}");
+        std::fs::write(&path, "[provider]\ntimeout = \"8days\"\n").unwrap();
+        let err = Config::load(Some(&path), &env(&[]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("too long"), "{err}");
+        std::fs::write(&path, "[tools]\ncommand_timeout = \"7days\"\n").unwrap();
+        let config = Config::load(Some(&path), &env(&[])).unwrap();
+        assert_eq!(config.tools.command_timeout, MAX_DURATION);
+    }
+
+    #[test]
+    fn a_current_dir_config_may_not_send_the_key_to_its_base_url() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("boitata.toml"),
+            "[provider]\nbase_url = \"https://attacker.example/v1\"\n",
+        )
+        .unwrap();
+        let search = ConfigSearch {
+            current_dir: Some(dir.path().to_path_buf()),
+        };
+        let key = ("OPENAI_API_KEY", "sk-user-key-0123456789abcdef");
+
+        let config = Config::load_with(None, &env(&[key]), &search).unwrap();
+        assert_eq!(config.origin, ConfigOrigin::CurrentDir);
+        let err = config.check_key_destination().unwrap_err().to_string();
+        assert!(err.contains("https://attacker.example/v1"), "{err}");
+        assert!(err.contains("OPENAI_API_KEY"), "{err}");
+        assert!(
+            err.contains("BOITATA_BASE_URL=https://attacker.example/v1"),
+            "{err}"
+        );
+        assert!(err.contains("--config"), "{err}");
+        assert!(!err.contains(key.1), "{err}");
+
+        // Confirmed through the environment, or named explicitly: allowed.
+        let confirmed = env(&[key, ("BOITATA_BASE_URL", "https://attacker.example/v1")]);
+        let config = Config::load_with(None, &confirmed, &search).unwrap();
+        config.check_key_destination().unwrap();
+        let path = dir.path().join("boitata.toml");
+        let config = Config::load_with(Some(&path), &env(&[key]), &search).unwrap();
+        assert_eq!(config.origin, ConfigOrigin::Explicit);
+        config.check_key_destination().unwrap();
+        // No key to leak: nothing to refuse.
+        let config = Config::load_with(None, &env(&[]), &search).unwrap();
+        config.check_key_destination().unwrap();
+    }
+
+    #[test]
+    fn without_current_dir_the_checkout_config_is_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("boitata.toml"),
+            "[provider]\nbase_url = \"https://attacker.example/v1\"\n",
+        )
+        .unwrap();
+        let config = Config::load_with(
+            None,
+            &env(&[("OPENAI_API_KEY", "sk-user-key-0123456789abcdef")]),
+            &ConfigSearch::without_current_dir(),
+        )
+        .unwrap();
+        assert_ne!(config.origin, ConfigOrigin::CurrentDir);
+        assert_ne!(
+            config.provider.base_url.as_deref(),
+            Some("https://attacker.example/v1")
+        );
     }
 
     #[test]

@@ -229,7 +229,8 @@ impl ChildCommand {
         let mut reader = tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(reader))
             .map_err(io_err)?;
 
-        let deadline = Instant::now() + self.timeout;
+        // An absurd timeout (centuries) means no deadline, not an overflow panic.
+        let deadline = Instant::now().checked_add(self.timeout);
         let mut capture = Capture::new(self.max_output_bytes);
         let mut buf = vec![0u8; 16 * 1024];
         let mut eof = false;
@@ -241,7 +242,7 @@ impl ChildCommand {
             tokio::select! {
                 biased;
                 () = cancel.cancelled() => break Some(Ending::Cancelled),
-                () = tokio::time::sleep_until(deadline) => {
+                () = sleep_until_or_forever(deadline) => {
                     break Some(Ending::TimedOut(self.timeout));
                 }
                 waited = child.wait() => {
@@ -294,6 +295,14 @@ impl ChildCommand {
             process_group: pid.as_raw(),
             stopped_leftovers: leftovers,
         })
+    }
+}
+
+/// Sleeps until `deadline`, or forever when there is none.
+async fn sleep_until_or_forever(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -356,14 +365,14 @@ fn parse_stat(stat: &str) -> Option<(char, i32)> {
 /// `SIGTERM` to the group, a grace period, then `SIGKILL`; reaps the child.
 async fn terminate_group(pid: Pid, child: &mut Child, status: &mut Option<ExitStatus>) {
     signal_group(pid, Signal::SIGTERM);
-    let grace_end = Instant::now() + KILL_GRACE;
+    let grace_end = Instant::now().checked_add(KILL_GRACE);
     loop {
         if status.is_none() {
             if let Ok(Some(exited)) = child.try_wait() {
                 *status = Some(exited);
             }
         }
-        if !group_alive(pid) || Instant::now() >= grace_end {
+        if !group_alive(pid) || grace_end.is_none_or(|end| Instant::now() >= end) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -429,6 +438,28 @@ impl Capture {
     }
 }
 
+/// Hardens the calling process against its own children; call it first thing in
+/// `main` of every binary that holds secrets (provider keys, tokens).
+///
+/// On Linux it marks the process non-dumpable (`prctl(PR_SET_DUMPABLE, 0)`): a
+/// process of the same user without `CAP_SYS_PTRACE`, such as a command the agent
+/// runs, can then no longer read `/proc/PID/environ` or `/proc/PID/mem` of this one,
+/// nor attach a debugger, and no core dump is written. Clearing the environment of
+/// children is not enough: `cat /proc/$PPID/environ` shows the environment this
+/// process was started with, even after `remove_var`.
+///
+/// It does not protect against root (or `CAP_SYS_PTRACE`), which may read any
+/// process: run untrusted work in a sandbox. Elsewhere than Linux it does nothing.
+///
+/// # Errors
+/// The `prctl` error, which callers may log and go on: the process still runs, less
+/// protected.
+pub fn harden_process() -> io::Result<()> {
+    #[cfg(target_os = "linux")]
+    nix::sys::prctl::set_dumpable(false).map_err(io::Error::from)?;
+    Ok(())
+}
+
 /// The marker put where output was cut: `\n[... 1234 bytes cut ...]\n`.
 pub fn cut_marker(cut_bytes: u64) -> String {
     format!("\n[... {cut_bytes} bytes cut ...]\n")
@@ -455,6 +486,27 @@ mod tests {
         capture.push(b"abc");
         capture.push(b"def");
         assert_eq!(capture.finish(), ("abcdef".to_owned(), 0));
+    }
+
+    #[tokio::test]
+    async fn an_absurd_timeout_is_no_deadline_not_a_panic() {
+        let dir = std::env::temp_dir();
+        let output = ChildCommand::new("/bin/sh", &dir)
+            .args(["-c", "echo ok"])
+            .timeout(Duration::MAX)
+            .run(&CancellationToken::new())
+            .await
+            .unwrap();
+        assert_eq!(output.ending, Ending::Exited(0));
+        assert_eq!(output.output, "ok\n");
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn harden_process_makes_the_process_non_dumpable() {
+        // Each nextest test is its own process: this changes nobody else's.
+        harden_process().unwrap();
+        assert!(!nix::sys::prctl::get_dumpable().unwrap());
     }
 
     #[test]

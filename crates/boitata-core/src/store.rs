@@ -6,6 +6,11 @@
 //! `run_finished` sets its final status, error and `finished_at`, in the same
 //! transaction, so a run's row never disagrees with its events.
 //!
+//! A run's task and params are redacted before they are stored, like its events: by
+//! the store's [`Redactor`] (key-shaped strings by default; add the secrets you know
+//! with [`RunStore::with_redactor`]), and by any redactor a caller applies with
+//! [`NewRun::redacted`].
+//!
 //! ```no_run
 //! # fn main() -> Result<(), boitata_core::store::StoreError> {
 //! use boitata_core::store::{NewRun, RunStore};
@@ -26,6 +31,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use serde::{Deserialize, Serialize};
 
 use crate::event::{Event, EventPayload, EventSink, RunStatus, SinkError};
+use crate::redact::Redactor;
 
 /// The database file name inside the data dir.
 pub const DB_FILE: &str = "boitata.db";
@@ -103,6 +109,41 @@ pub struct NewRun {
     pub owner_pid: Option<u32>,
 }
 
+impl NewRun {
+    /// This run with `redactor` applied to its task and to every string in its params
+    /// (nested ones included): what to store, since a task or a `--param` may carry a
+    /// key. The store applies its own redactor as well ([`RunStore::create_run`]).
+    #[must_use]
+    pub fn redacted(&self, redactor: &Redactor) -> NewRun {
+        NewRun {
+            task: redactor.redact(&self.task),
+            params: self
+                .params
+                .iter()
+                .map(|(name, value)| (name.clone(), redact_json(redactor, value)))
+                .collect(),
+            ..self.clone()
+        }
+    }
+}
+
+/// `value` with every string in it redacted.
+fn redact_json(redactor: &Redactor, value: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match value {
+        Value::String(text) => Value::String(redactor.redact(text)),
+        Value::Array(items) => {
+            Value::Array(items.iter().map(|v| redact_json(redactor, v)).collect())
+        }
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), redact_json(redactor, v)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
 /// What can go wrong with the store.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -148,6 +189,7 @@ pub enum StoreError {
 pub struct RunStore {
     path: PathBuf,
     conn: Mutex<Connection>,
+    redactor: Redactor,
 }
 
 fn now_text() -> String {
@@ -194,7 +236,18 @@ impl RunStore {
         Ok(RunStore {
             path: path.to_path_buf(),
             conn: Mutex::new(conn),
+            redactor: Redactor::new(Vec::<String>::new()),
         })
+    }
+
+    /// This store, redacting the secrets `redactor` knows (as well as the built-in
+    /// key shapes, which it always redacts) from every run's task and params in
+    /// [`create_run`](RunStore::create_run).
+    #[must_use]
+    pub fn with_redactor(mut self, redactor: &Redactor) -> Self {
+        // `with_secrets` rebuilds the key-shape patterns even for `Redactor::default()`.
+        self.redactor = redactor.with_secrets(Vec::<String>::new());
+        self
     }
 
     /// The database file.
@@ -217,11 +270,14 @@ impl RunStore {
         f(&mut conn).map_err(|e| self.sqlite(e))
     }
 
-    /// Records a new run and returns it.
+    /// Records a new run and returns it. Its task and params are stored redacted by
+    /// the store's redactor ([`RunStore::with_redactor`]); pass
+    /// `&new.redacted(&redactor)` to apply another one too.
     ///
     /// # Errors
     /// [`StoreError::Sqlite`] (e.g. a duplicate id).
     pub fn create_run(&self, new: &NewRun) -> Result<RunRecord, StoreError> {
+        let new = &new.redacted(&self.redactor);
         let id = new
             .id
             .clone()
@@ -515,7 +571,6 @@ mod tests {
 
     use super::*;
     use crate::event::Emitter;
-    use crate::redact::Redactor;
 
     #[test]
     fn events_are_stored_in_order_and_drive_the_run_status() {
@@ -557,6 +612,52 @@ mod tests {
         assert_eq!(after.error.as_deref(), Some("boom"));
         assert!(after.finished_at.is_some());
         assert_eq!(store.last_seq(&run.id).unwrap(), 2);
+    }
+
+    #[test]
+    fn task_and_params_are_stored_redacted() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut params = serde_json::Map::new();
+        params.insert("token".into(), "hunter2-known-secret".into());
+        params.insert("key".into(), "sk-test-secret-123456789".into());
+        params.insert(
+            "nested".into(),
+            serde_json::json!({"list": ["hunter2-known-secret", 3]}),
+        );
+        let new = NewRun {
+            task: "task sk-test-secret-123456789 and hunter2-known-secret".into(),
+            params,
+            ..NewRun::default()
+        };
+
+        // Without being told any secret, the store still scrubs key shapes.
+        let plain = RunStore::open(dir.path()).unwrap();
+        let run = plain.create_run(&new).unwrap();
+        assert_eq!(run.task, "task [REDACTED] and hunter2-known-secret");
+        assert_eq!(run.params["key"], "[REDACTED]");
+
+        // With the caller's secrets: via the store, or via NewRun::redacted.
+        let known = Redactor::new(["hunter2-known-secret"]);
+        let store = RunStore::open(dir.path()).unwrap().with_redactor(&known);
+        for stored in [
+            store.create_run(&new).unwrap(),
+            plain.create_run(&new.redacted(&known)).unwrap(),
+        ] {
+            let reread = store.run(&stored.id).unwrap();
+            let row = format!(
+                "{} {}",
+                reread.task,
+                serde_json::Value::Object(reread.params.clone())
+            );
+            assert!(!row.contains("hunter2"), "{row}");
+            assert!(!row.contains("sk-test"), "{row}");
+            assert_eq!(reread.task, "task [REDACTED] and [REDACTED]");
+            assert_eq!(reread.params["token"], "[REDACTED]");
+            assert_eq!(
+                reread.params["nested"],
+                serde_json::json!({"list": ["[REDACTED]", 3]})
+            );
+        }
     }
 
     #[test]

@@ -12,6 +12,7 @@
 //!   test reads like the stream it fakes.
 //! - [`sse`]: the Server-Sent Events framing both use.
 //! - [`stalling_sse_server`]: a server whose stream stops mid-answer (idle timeouts).
+//! - [`endless_sse_server`]: a server whose stream never ends (caps, total timeouts).
 //!
 //! # Example
 //!
@@ -53,7 +54,7 @@ use boitata_core::provider::{ModelRequest, Provider, ProviderError, RetryPolicy,
 use futures::StreamExt;
 
 pub use fake_model::FakeModel;
-pub use stalling::stalling_sse_server;
+pub use stalling::{endless_sse_server, stalling_sse_server};
 
 /// A retry policy with millisecond waits, so tests of retries stay fast.
 pub fn fast_retry(max_retries: u32) -> RetryPolicy {

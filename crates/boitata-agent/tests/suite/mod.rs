@@ -1,3 +1,4 @@
+mod hardening;
 mod interop;
 mod startup;
 mod stdio;

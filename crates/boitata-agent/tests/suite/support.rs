@@ -85,7 +85,20 @@ impl Scenario {
     /// `boitata-agent ARGS --workspace WS --config CFG` in the workspace, with
     /// [`Scenario::env`] and nothing else.
     pub(super) fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(agent_bin());
+        self.command_via(&[], args)
+    }
+
+    /// [`Scenario::command`] started through `launcher` (a program and its arguments,
+    /// such as `setpriv --reuid=…`), which then runs the agent.
+    pub(super) fn command_via(&self, launcher: &[&str], args: &[&str]) -> Command {
+        let mut command = match launcher.split_first() {
+            Some((program, rest)) => {
+                let mut command = Command::new(program);
+                command.args(rest).arg(agent_bin());
+                command
+            }
+            None => Command::new(agent_bin()),
+        };
         command
             .args(args)
             .arg("--workspace")
@@ -110,8 +123,12 @@ pub(super) struct TcpAgent {
 impl TcpAgent {
     /// Starts it and waits for `listening on ADDR` on its stderr.
     pub(super) async fn start(scenario: &Scenario) -> TcpAgent {
-        let mut child = scenario
-            .command(&["--addr", "127.0.0.1:0"])
+        TcpAgent::spawn(scenario.command(&["--addr", "127.0.0.1:0"])).await
+    }
+
+    /// Starts `command` (an agent serving TCP) and waits for `listening on ADDR`.
+    pub(super) async fn spawn(mut command: Command) -> TcpAgent {
+        let mut child = command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

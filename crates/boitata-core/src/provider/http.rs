@@ -9,6 +9,8 @@ use std::fmt;
 use std::pin::Pin;
 use std::time::{Duration, SystemTime};
 
+use tokio::time::Instant;
+
 use eventsource_stream::{Event as SseEvent, EventStreamError, Eventsource};
 use futures::{Stream, StreamExt};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE};
@@ -25,6 +27,10 @@ use crate::redact::Redactor;
 const MAX_ERROR_MESSAGE_BYTES: usize = 2_000;
 /// The most of an error response body read, in bytes.
 const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
+/// The longest line of an event stream, in bytes (a whole tool call's arguments fit).
+pub(crate) const MAX_SSE_LINE_BYTES: usize = 8 * 1024 * 1024;
+/// The most bytes one streamed response may hold.
+pub(crate) const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
 
 /// Settings of an HTTP provider ([`super::openai::OpenAi`], [`super::anthropic::Anthropic`]).
 ///
@@ -54,19 +60,23 @@ pub struct HttpOptions {
     /// reads of the streamed body (an idle timeout: a long answer that keeps streaming
     /// is never cut).
     pub timeout: Duration,
+    /// How long one request may take in all: retries, the response headers and the
+    /// whole streamed answer. Bounds an answer that keeps trickling in forever.
+    pub total_timeout: Duration,
     /// Retries for 429, 5xx and failed connections.
     pub retry: RetryPolicy,
 }
 
 impl HttpOptions {
-    /// Options for `model` with the vendor's URL, no key, a 120 s timeout and the
-    /// default [`RetryPolicy`].
+    /// Options for `model` with the vendor's URL, no key, a 120 s (idle) timeout, a
+    /// 10 min total timeout and the default [`RetryPolicy`].
     pub fn new(model: impl Into<String>) -> Self {
         HttpOptions {
             model: model.into(),
             base_url: None,
             api_key: None,
             timeout: Duration::from_secs(120),
+            total_timeout: Duration::from_secs(600),
             retry: RetryPolicy::default(),
         }
     }
@@ -79,6 +89,7 @@ impl HttpOptions {
             base_url: config.base_url.clone(),
             api_key: config.api_key.clone(),
             timeout: config.timeout,
+            total_timeout: config.total_timeout,
             retry: RetryPolicy::new(config.max_retries),
         }
     }
@@ -101,6 +112,12 @@ impl HttpOptions {
         self
     }
 
+    /// Sets the total timeout of one request.
+    pub fn total_timeout(mut self, total_timeout: Duration) -> Self {
+        self.total_timeout = total_timeout;
+        self
+    }
+
     /// Sets the retry policy.
     pub fn retry(mut self, retry: RetryPolicy) -> Self {
         self.retry = retry;
@@ -115,6 +132,7 @@ impl fmt::Debug for HttpOptions {
             .field("base_url", &self.base_url)
             .field("api_key", &self.api_key.as_ref().map(|_| "[REDACTED]"))
             .field("timeout", &self.timeout)
+            .field("total_timeout", &self.total_timeout)
             .field("retry", &self.retry)
             .finish()
     }
@@ -188,6 +206,7 @@ pub(crate) struct HttpApi {
     headers: HeaderMap,
     retry: RetryPolicy,
     timeout: Duration,
+    total_timeout: Duration,
     redactor: Redactor,
 }
 
@@ -241,6 +260,7 @@ impl HttpApi {
             headers,
             retry: options.retry,
             timeout: options.timeout,
+            total_timeout: options.total_timeout,
             redactor: Redactor::new(api_key(options)),
         })
     }
@@ -251,17 +271,30 @@ impl HttpApi {
     }
 
     /// POSTs `body` as JSON, retrying as the policy says, and streams the response's
-    /// Server-Sent Events through `decoder` (see [`decode`]).
+    /// Server-Sent Events through `decoder` (see [`decode`]). All of it, retries and
+    /// the streamed answer included, must end within the total timeout.
     ///
     /// # Errors
-    /// As [`post_sse`](HttpApi::post_sse); later errors come in the stream.
+    /// As [`post_sse`](HttpApi::post_sse), and [`ProviderError::ResponseTooSlow`];
+    /// later errors come in the stream.
     pub(crate) async fn stream<D: Decoder>(
         &self,
         body: &Value,
         decoder: D,
     ) -> Result<ModelStream, ProviderError> {
-        let events = self.post_sse(body).await?;
+        // A total timeout too large for the clock is no deadline.
+        let deadline = Instant::now().checked_add(self.total_timeout);
+        let events = match deadline {
+            Some(deadline) => tokio::time::timeout_at(deadline, self.post_sse(body, deadline))
+                .await
+                .unwrap_or_else(|_| Err(self.too_slow()))?,
+            None => self.post_sse(body, None).await?,
+        };
         Ok(decode(events, decoder))
+    }
+
+    fn too_slow(&self) -> ProviderError {
+        too_slow(self.provider, self.total_timeout)
     }
 
     /// POSTs `body` as JSON, retrying as the policy says, and returns the response's
@@ -273,7 +306,11 @@ impl HttpApi {
     /// [`ProviderError::Connect`] once retries are spent, [`ProviderError::Http`] at
     /// once for other statuses, [`ProviderError::Timeout`],
     /// [`ProviderError::MalformedStream`] for a JSON (not event-stream) answer.
-    async fn post_sse(&self, body: &Value) -> Result<SseStream, ProviderError> {
+    async fn post_sse(
+        &self,
+        body: &Value,
+        deadline: impl Into<Option<Instant>>,
+    ) -> Result<SseStream, ProviderError> {
         let response = self.post(body).await?;
         let is_json = response
             .headers()
@@ -287,7 +324,7 @@ impl HttpApi {
                 truncate(&text, 300)
             )));
         }
-        Ok(self.events(response))
+        Ok(self.events(response, deadline.into()))
     }
 
     async fn post(&self, body: &Value) -> Result<reqwest::Response, ProviderError> {
@@ -458,38 +495,45 @@ impl HttpApi {
         malformed(self.provider, detail)
     }
 
-    /// The response body as SSE events, transport and framing errors mapped.
-    fn events(&self, response: reqwest::Response) -> SseStream {
+    /// The response body as SSE events, transport and framing errors mapped; within
+    /// [`MAX_SSE_LINE_BYTES`], [`MAX_RESPONSE_BYTES`] and `deadline` ([`bounded_body`]).
+    fn events(&self, response: reqwest::Response, deadline: Option<Instant>) -> SseStream {
         let provider = self.provider;
         let timeout = self.timeout;
         let redactor = self.redactor.clone();
         let url = self.url.clone();
-        response
-            .bytes_stream()
-            .eventsource()
-            .map(move |item| {
-                item.map_err(|e| match e {
-                    EventStreamError::Transport(e) if e.is_timeout() => ProviderError::Timeout {
+        bounded_body(
+            response.bytes_stream().boxed(),
+            provider,
+            deadline.map(|at| (at, self.total_timeout)),
+        )
+        .eventsource()
+        .map(move |item| {
+            item.map_err(|e| match e {
+                EventStreamError::Transport(BodyError::Limit(e)) => e,
+                EventStreamError::Transport(BodyError::Transport(e)) if e.is_timeout() => {
+                    ProviderError::Timeout {
                         provider: provider.to_owned(),
                         timeout,
-                    },
-                    EventStreamError::Transport(e) => ProviderError::Connect {
-                        provider: provider.to_owned(),
-                        url: url.clone(),
-                        message: format!(
-                            "the response stream broke: {}",
-                            redactor.redact(&e.to_string())
-                        ),
-                    },
-                    EventStreamError::Utf8(e) => {
-                        malformed(provider, format!("the stream is not UTF-8: {e}"))
                     }
-                    EventStreamError::Parser(e) => {
-                        malformed(provider, format!("bad event-stream framing: {e}"))
-                    }
-                })
+                }
+                EventStreamError::Transport(BodyError::Transport(e)) => ProviderError::Connect {
+                    provider: provider.to_owned(),
+                    url: url.clone(),
+                    message: format!(
+                        "the response stream broke: {}",
+                        redactor.redact(&e.to_string())
+                    ),
+                },
+                EventStreamError::Utf8(e) => {
+                    malformed(provider, format!("the stream is not UTF-8: {e}"))
+                }
+                EventStreamError::Parser(e) => {
+                    malformed(provider, format!("bad event-stream framing: {e}"))
+                }
             })
-            .boxed()
+        })
+        .boxed()
     }
 }
 
@@ -501,6 +545,130 @@ impl Retryable {
             Retryable::Connect { message } => format!("connection failed: {message}"),
         }
     }
+}
+
+/// A [`ProviderError::ResponseTooSlow`] for `provider`.
+fn too_slow(provider: &str, total_timeout: Duration) -> ProviderError {
+    ProviderError::ResponseTooSlow {
+        provider: provider.to_owned(),
+        total_timeout,
+    }
+}
+
+/// Why [`bounded_body`] stopped.
+enum BodyError {
+    /// Reading the body failed.
+    Transport(reqwest::Error),
+    /// A cap or the deadline was reached.
+    Limit(ProviderError),
+}
+
+/// The response body, re-chunked to end at line ends, within the caps.
+///
+/// `eventsource-stream` rescans its whole buffer whenever a chunk arrives, so a line
+/// growing over many chunks costs quadratic time: handing it only complete lines
+/// keeps it linear. A line longer than [`MAX_SSE_LINE_BYTES`], a body longer than
+/// [`MAX_RESPONSE_BYTES`], or the deadline `(instant, total timeout)` passing ends
+/// the stream with an error.
+fn bounded_body<S, B>(
+    chunks: S,
+    provider: &'static str,
+    deadline: Option<(Instant, Duration)>,
+) -> impl Stream<Item = Result<Vec<u8>, BodyError>> + Send
+where
+    S: Stream<Item = reqwest::Result<B>> + Send + Unpin,
+    B: AsRef<[u8]>,
+{
+    struct Body<S> {
+        chunks: S,
+        /// The bytes after the last line end seen.
+        partial: Vec<u8>,
+        total: usize,
+        finished: bool,
+    }
+    let limit = |detail: String| BodyError::Limit(malformed(provider, detail));
+    let state = Body {
+        chunks,
+        partial: Vec::new(),
+        total: 0,
+        finished: false,
+    };
+    futures::stream::unfold(state, move |mut body| async move {
+        loop {
+            if body.finished {
+                return None;
+            }
+            let next = match deadline {
+                Some((at, total_timeout)) => {
+                    match tokio::time::timeout_at(at, body.chunks.next()).await {
+                        Ok(next) => next,
+                        Err(_) => {
+                            body.finished = true;
+                            let e = BodyError::Limit(too_slow(provider, total_timeout));
+                            return Some((Err(e), body));
+                        }
+                    }
+                }
+                None => body.chunks.next().await,
+            };
+            let chunk = match next {
+                None => {
+                    body.finished = true;
+                    if body.partial.is_empty() {
+                        return None;
+                    }
+                    return Some((Ok(std::mem::take(&mut body.partial)), body));
+                }
+                Some(Err(e)) => {
+                    body.finished = true;
+                    return Some((Err(BodyError::Transport(e)), body));
+                }
+                Some(Ok(chunk)) => chunk,
+            };
+            let chunk = chunk.as_ref();
+            body.total = body.total.saturating_add(chunk.len());
+            if body.total > MAX_RESPONSE_BYTES {
+                body.finished = true;
+                let e = limit(format!(
+                    "the response is larger than {} MiB; stopped reading",
+                    MAX_RESPONSE_BYTES / (1024 * 1024)
+                ));
+                return Some((Err(e), body));
+            }
+            let line_end = last_line_end(chunk);
+            let line_length = body.partial.len() + line_end.unwrap_or(chunk.len());
+            if line_length > MAX_SSE_LINE_BYTES {
+                body.finished = true;
+                let e = limit(format!(
+                    "an event-stream line is longer than {} MiB; stopped reading",
+                    MAX_SSE_LINE_BYTES / (1024 * 1024)
+                ));
+                return Some((Err(e), body));
+            }
+            match line_end {
+                Some(end) => {
+                    let (lines, rest) = chunk.split_at(end + 1);
+                    let mut out = std::mem::take(&mut body.partial);
+                    out.extend_from_slice(lines);
+                    body.partial.extend_from_slice(rest);
+                    return Some((Ok(out), body));
+                }
+                None => body.partial.extend_from_slice(chunk),
+            }
+        }
+    })
+}
+
+/// The index of the last line end in `chunk` that is known to be complete: an LF, or
+/// a CR that is not the chunk's last byte (an LF may follow it in the next chunk).
+fn last_line_end(chunk: &[u8]) -> Option<usize> {
+    let last = chunk.len().checked_sub(1)?;
+    chunk
+        .iter()
+        .enumerate()
+        .rev()
+        .find(|&(i, &b)| b == b'\n' || (b == b'\r' && i < last))
+        .map(|(i, _)| i)
 }
 
 /// A [`ProviderError::MalformedStream`] for `provider`.

@@ -251,6 +251,15 @@ pub enum ProviderError {
         /// The timeout.
         timeout: Duration,
     },
+    /// The whole request, retries and the streamed answer included, took longer than
+    /// the total timeout (the answer kept coming, but too slowly or without end).
+    #[error("{provider}: the response did not finish within {total_timeout:?} (set provider.total_timeout in the config to allow longer answers)")]
+    ResponseTooSlow {
+        /// The provider.
+        provider: String,
+        /// The total timeout.
+        total_timeout: Duration,
+    },
     /// The connection failed.
     #[error(
         "{provider}: cannot reach {url}: {message} (check provider.base_url / BOITATA_BASE_URL)"

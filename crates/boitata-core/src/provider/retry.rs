@@ -102,8 +102,9 @@ pub(crate) fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Durati
             .map(str::trim)
     };
     if let Some(ms) = header("retry-after-ms").and_then(|v| v.parse::<f64>().ok()) {
-        if ms.is_finite() && ms >= 0.0 {
-            return Some(Duration::from_secs_f64(ms / 1000.0));
+        // A value too large for a Duration (1e30) is unreadable, not a panic.
+        if let Ok(wait) = Duration::try_from_secs_f64(ms / 1000.0) {
+            return Some(wait);
         }
     }
     let value = header("retry-after")?;
@@ -111,7 +112,8 @@ pub(crate) fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Durati
         return Some(Duration::from_secs(seconds));
     }
     let date = chrono::DateTime::parse_from_rfc2822(value).ok()?;
-    let at = SystemTime::UNIX_EPOCH + Duration::from_secs(u64::try_from(date.timestamp()).ok()?);
+    let at = SystemTime::UNIX_EPOCH
+        .checked_add(Duration::from_secs(u64::try_from(date.timestamp()).ok()?))?;
     Some(at.duration_since(now).unwrap_or(Duration::ZERO))
 }
 
@@ -126,6 +128,22 @@ mod tests {
             map.insert(*name, HeaderValue::from_str(value).unwrap());
         }
         map
+    }
+
+    #[test]
+    fn retry_after_too_large_for_a_duration_is_ignored_not_a_panic() {
+        let now = SystemTime::UNIX_EPOCH;
+        assert_eq!(
+            retry_after(&headers(&[("retry-after-ms", "1e30")]), now),
+            None
+        );
+        assert_eq!(
+            retry_after(
+                &headers(&[("retry-after-ms", "1e30"), ("retry-after", "7")]),
+                now
+            ),
+            Some(Duration::from_secs(7))
+        );
     }
 
     #[test]

@@ -3,11 +3,19 @@
 //! Each runs the `git` binary as a child process in the workspace root, the way
 //! `execute_command` runs a shell: exactly the tool context's `command_env`, no stdin,
 //! its own process group, the command timeout and the output cap. Git only uses the
-//! repository at the workspace root (`GIT_CEILING_DIRECTORIES` stops it from finding one
-//! above, whose other files would lie outside the workspace), and path arguments go
-//! through the workspace's path rules and are passed as literal pathspecs.
+//! repository at the workspace root, and only as its own work tree:
+//! - `<root>/.git` must be a real directory: not a `gitdir:` file and not a symlink,
+//!   either of which could name a repository anywhere on the host; nor may it hold a
+//!   `commondir` file (a linked worktree's pointer to another repository's refs and
+//!   objects);
+//! - `GIT_DIR=<root>/.git` and `GIT_WORK_TREE=<root>` are set explicitly, which beats a
+//!   `core.worktree` written into `.git/config`, and `GIT_CEILING_DIRECTORIES` stops
+//!   discovery above the root;
+//! - path arguments go through the workspace's path rules and are passed as literal
+//!   pathspecs.
 
 use std::ffi::OsString;
+use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
 use serde::Deserialize;
@@ -44,8 +52,17 @@ where
     A: Into<OsString>,
 {
     let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    let root = ctx.workspace.root();
+    let git_dir = repository_dir(root)?;
     let mut env = ctx.command_env.clone();
-    if let Some(parent) = ctx.workspace.root().parent() {
+    // Explicit, so neither a `core.worktree` in .git/config nor a variable in the
+    // command environment can point git elsewhere.
+    for name in ["GIT_COMMON_DIR", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY"] {
+        env.remove(name);
+    }
+    env.insert("GIT_DIR".into(), git_dir.to_string_lossy().into_owned());
+    env.insert("GIT_WORK_TREE".into(), root.to_string_lossy().into_owned());
+    if let Some(parent) = root.parent() {
         env.insert(
             "GIT_CEILING_DIRECTORIES".into(),
             parent.to_string_lossy().into_owned(),
@@ -64,6 +81,37 @@ where
         Ending::Exited(code) if ok_codes.contains(&code) => Ok(run.output),
         Ending::Cancelled => Err(ToolError::Cancelled),
         _ => Err(failure(&args, run)),
+    }
+}
+
+/// `<root>/.git`, if it is a real directory that is a repository of its own.
+///
+/// # Errors
+/// [`ToolError::Failed`] when there is no `.git`, or it is a file or a symlink (which
+/// could name a repository outside the workspace), or it holds a `commondir` file.
+fn repository_dir(root: &Path) -> Result<PathBuf, ToolError> {
+    let git_dir = root.join(".git");
+    let refuse = |why: &str| {
+        Err(ToolError::Failed(format!(
+            "not a git repository the git tools can use: {why} (run `git init` in the \
+             workspace root, or use execute_command)"
+        )))
+    };
+    match std::fs::symlink_metadata(&git_dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            refuse("the workspace root has no .git directory")
+        }
+        Err(e) => refuse(&format!("cannot inspect .git: {e}")),
+        Ok(meta) if meta.file_type().is_symlink() => {
+            refuse(".git is a symlink, which may lead outside the workspace")
+        }
+        Ok(meta) if !meta.is_dir() => refuse(
+            ".git is a file (a gitdir link to a repository that may lie outside the workspace)",
+        ),
+        Ok(_) => match std::fs::symlink_metadata(git_dir.join("commondir")) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(git_dir),
+            _ => refuse(".git/commondir points at another repository's refs and objects"),
+        },
     }
 }
 

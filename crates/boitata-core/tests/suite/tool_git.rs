@@ -171,3 +171,86 @@ async fn git_does_not_use_a_repository_above_the_workspace() {
     let err = fx.call("git_status", json!({})).await.unwrap_err();
     assert!(err.to_string().contains("not a git repository"), "{err}");
 }
+
+/// `git ARGS` in `dir` with a fixed identity; its stdout.
+fn git_in(dir: &std::path::Path, args: &[&str]) -> String {
+    let output = std::process::Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "git {args:?}: {output:?}");
+    String::from_utf8(output.stdout).unwrap()
+}
+
+/// Makes `fx.outside` a repository with one commit of `secret.txt`.
+fn outside_repository(fx: &Fixture) -> String {
+    git_in(&fx.outside, &["init", "-q"]);
+    git_in(&fx.outside, &["add", "secret.txt"]);
+    git_in(&fx.outside, &["commit", "-q", "-m", "outside commit"]);
+    git_in(&fx.outside, &["rev-parse", "HEAD"])
+}
+
+#[tokio::test]
+async fn git_refuses_a_gitdir_file_pointing_outside_the_workspace() {
+    let (fx, _home) = git_fixture();
+    let head = outside_repository(&fx);
+    std::fs::write(
+        inside(&fx, ".git"),
+        format!("gitdir: {}\n", fx.outside.join(".git").display()),
+    )
+    .unwrap();
+    std::fs::write(inside(&fx, "new.txt"), "new\n").unwrap();
+
+    for (tool, arguments) in [
+        ("git_log", json!({})),
+        ("git_status", json!({})),
+        ("git_diff", json!({})),
+        ("git_commit", json!({"message": "escape", "all": true})),
+    ] {
+        let err = fx.call(tool, arguments).await.unwrap_err().to_string();
+        assert!(err.contains(".git is a file"), "{tool}: {err}");
+        assert!(!err.contains("outside commit"), "{tool}: {err}");
+    }
+    assert_eq!(git_in(&fx.outside, &["rev-parse", "HEAD"]), head);
+    assert_eq!(git_in(&fx.outside, &["status", "--porcelain"]), "");
+}
+
+#[tokio::test]
+async fn git_refuses_a_symlinked_git_directory() {
+    let (fx, _home) = git_fixture();
+    let head = outside_repository(&fx);
+    std::os::unix::fs::symlink(fx.outside.join(".git"), inside(&fx, ".git")).unwrap();
+    let err = fx.call("git_log", json!({})).await.unwrap_err().to_string();
+    assert!(err.contains(".git is a symlink"), "{err}");
+    let err = fx
+        .call("git_commit", json!({"message": "escape", "all": true}))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains(".git is a symlink"), "{err}");
+    assert_eq!(git_in(&fx.outside, &["rev-parse", "HEAD"]), head);
+}
+
+#[tokio::test]
+async fn git_ignores_a_core_worktree_outside_the_workspace() {
+    let (fx, _home) = git_fixture();
+    sh(&fx, "git init -q").await;
+    std::fs::write(inside(&fx, "mine.txt"), "mine\n").unwrap();
+    let config = inside(&fx, ".git/config");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str(&format!("[core]\n\tworktree = {}\n", fx.outside.display()));
+    std::fs::write(&config, text).unwrap();
+
+    let status = fx.call("git_status", json!({})).await.unwrap();
+    assert!(status.contains("mine.txt"), "{status}");
+    assert!(!status.contains("secret.txt"), "{status}");
+    fx.call("git_commit", json!({"message": "mine", "all": true}))
+        .await
+        .unwrap();
+    let tree = git_in(&fx.root, &["ls-tree", "-r", "--name-only", "HEAD"]);
+    assert_eq!(tree, "mine.txt\n");
+    assert!(!fx.outside.join(".git").exists());
+}
