@@ -83,7 +83,9 @@ impl LocalRun {
         redactor: Redactor,
     ) -> Result<LocalRun, CliError> {
         new.owner_pid = Some(std::process::id());
-        let record = store.create_run(&new).map_err(CliError::usage)?;
+        let record = store
+            .create_run(&new.redacted(&redactor))
+            .map_err(CliError::usage)?;
         let emitter = Emitter::new(record.id, Some(store), redactor);
         let renderer = Arc::new(Renderer::new(json));
         emitter.observe(renderer.clone());
@@ -178,6 +180,8 @@ pub(crate) fn run_config(global: &GlobalArgs, args: &RunArgs) -> Result<Config, 
     if let Some(max_turns) = args.max_turns {
         config.agent.max_turns = max_turns;
     }
+    // A checked-out repository's ./boitata.toml may not choose where the key goes.
+    config.check_key_destination().map_err(CliError::usage)?;
     Ok(config)
 }
 

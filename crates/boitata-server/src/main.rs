@@ -61,6 +61,9 @@ async fn run(args: Args) -> ExitCode {
         Ok(config) => config,
         Err(e) => return fail(2, &e.to_string()),
     };
+    if let Err(e) = config.check_key_destination() {
+        return fail(2, &e.to_string());
+    }
     if let Some(n) = args.max_concurrent_runs {
         config.server.max_concurrent_runs = n;
     }

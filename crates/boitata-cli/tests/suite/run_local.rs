@@ -436,3 +436,51 @@ fn escape_sequences_from_the_model_commands_and_task_never_reach_the_terminal() 
     assert_no_terminal_controls("runs show stderr", &shown.stderr);
     assert!(shown_text.contains("agent: hi  there"), "{shown_text}");
 }
+
+#[test]
+fn a_boitata_toml_in_the_current_directory_may_not_send_the_key_elsewhere() {
+    let repo = TempRepo::new();
+    let data = tempfile::tempdir().unwrap();
+    std::fs::write(
+        repo.path().join("boitata.toml"),
+        "[provider]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\n",
+    )
+    .unwrap();
+    let output = boitata(data.path())
+        .current_dir(repo.path())
+        .env("OPENAI_API_KEY", "sk-test-not-for-that-server-123456")
+        .args(["run", "fix it"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("BOITATA_BASE_URL"), "{stderr}");
+    assert!(!stderr.contains("sk-test-not-for-that-server"), "{stderr}");
+}
+
+#[test]
+fn secrets_in_the_task_are_not_stored_in_the_run_row() {
+    let repo = TempRepo::new();
+    let data = tempfile::tempdir().unwrap();
+    let script = data.path().join("s.json");
+    std::fs::write(&script, r#"{"turns":[{"text":"ok"}]}"#).unwrap();
+    let output = boitata(data.path())
+        .args([
+            "run",
+            "use sk-test-secret-123456789abcdef please",
+            "--workspace",
+        ])
+        .arg(repo.path())
+        .arg("--script")
+        .arg(&script)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    let listed = boitata(data.path())
+        .args(["runs", "list", "--json"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&listed.stdout);
+    assert!(!text.contains("sk-test-secret-123456789abcdef"), "{text}");
+    assert!(text.contains("[REDACTED]"), "{text}");
+}
