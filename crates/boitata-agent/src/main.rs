@@ -9,7 +9,9 @@
 //!
 //! Provider settings and keys come from the launch environment and `--config`
 //! (`boitata_core::config`). The secret and keys are removed from the process
-//! environment before the agent runs; its commands get an explicit allowlist anyway.
+//! environment before the agent runs, and the process is made non-dumpable so that
+//! `/proc/PID/environ` (which still shows the launch environment) is closed to its
+//! commands; they get an explicit allowlist of variables anyway.
 //! SIGTERM (or Ctrl-C) cancels running turns, lets them answer, and exits 0.
 //!
 //! Exit codes: 0 clean shutdown, 1 the server failed, 2 usage or configuration error.
@@ -78,6 +80,7 @@ fn main() -> ExitCode {
     // exists: reading it, then removing the secrets from it.
     let prepared = prepare(&args);
     scrub_environment();
+    hide_launch_environment();
     let result = prepared.and_then(|ready| serve(&args, ready));
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -133,6 +136,17 @@ fn prepare(args: &Args) -> Result<Ready, Failure> {
 fn scrub_environment() {
     for name in SCRUBBED_VARIABLES {
         std::env::remove_var(name);
+    }
+}
+
+/// Makes the process non-dumpable, so that its launch environment, which
+/// `/proc/PID/environ` keeps showing after [`scrub_environment`], cannot be read by
+/// the commands the agent runs (same user, no `CAP_SYS_PTRACE`): `cat
+/// /proc/*/environ` must not find the secret or the API key. Signals still reach it.
+fn hide_launch_environment() {
+    #[cfg(target_os = "linux")]
+    if let Err(e) = nix::sys::prctl::set_dumpable(false) {
+        tracing::warn!("cannot make the process non-dumpable: {e}");
     }
 }
 
