@@ -34,6 +34,9 @@ COPY ${AGENT_BIN} /usr/local/bin/boitata-agent
 USER agent
 WORKDIR /workspace
 ENV HOME=/home/agent
+# A sandbox is thrown away after its run: Python's bytecode caches would only litter
+# the checkout, and one written in the same second as a same-size edit goes stale.
+ENV PYTHONDONTWRITEBYTECODE=1
 # The port `agent_sandbox` expects the agent on (published on host loopback only).
 EXPOSE 7700
 CMD ["boitata-agent", "--addr", "0.0.0.0:7700", "--workspace", "/workspace"]
