@@ -1,5 +1,7 @@
 mod blueprint_run;
 mod blueprint_validate;
+mod containerized_secrets;
+mod containerized_task;
 mod run_local;
 mod sandbox_checkout;
 mod sandbox_daemon;
