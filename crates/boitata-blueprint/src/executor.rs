@@ -625,7 +625,16 @@ impl Walk<'_> {
         match joined {
             Ok(Ok(outcome)) => NodeEnd::Outcome(outcome, None),
             Ok(Err(NodeError::Cancelled)) if self.cancel.is_cancelled() => NodeEnd::Cancelled,
-            Ok(Err(e)) => NodeEnd::Error(format!("node {:?}: {e}", node.id)),
+            Ok(Err(e)) => {
+                // Handlers' own messages usually name the node already.
+                let message = e.to_string();
+                let prefix = format!("node {:?}:", node.id);
+                NodeEnd::Error(if message.starts_with(&prefix) {
+                    message
+                } else {
+                    format!("{prefix} {message}")
+                })
+            }
             Err(e) if e.is_panic() => {
                 let payload = e.into_panic();
                 let message = payload
