@@ -14,7 +14,17 @@ pub(crate) struct Renderer {
     json: bool,
     to_stdout: bool,
     spinner: Option<ProgressBar>,
-    state: Mutex<Option<chrono::DateTime<chrono::Utc>>>,
+    state: Mutex<State>,
+}
+
+/// What the human view remembers between events.
+#[derive(Default)]
+struct State {
+    /// When the run started (its first event).
+    started: Option<chrono::DateTime<chrono::Utc>>,
+    /// A command's output line not ended yet (`.` after `.` of a test runner), with
+    /// the node and stream it came from: shown once it ends, or the node does.
+    partial: Option<(Option<String>, OutputStream, String)>,
 }
 
 impl Renderer {
@@ -33,7 +43,7 @@ impl Renderer {
             json,
             to_stdout: false,
             spinner,
-            state: Mutex::new(None),
+            state: Mutex::new(State::default()),
         }
     }
 
@@ -43,7 +53,7 @@ impl Renderer {
             json: false,
             to_stdout: true,
             spinner: None,
-            state: Mutex::new(None),
+            state: Mutex::new(State::default()),
         }
     }
 
@@ -63,6 +73,16 @@ impl Renderer {
         if let Some(bar) = &self.spinner {
             bar.set_message(text.into());
         }
+    }
+
+    /// One line of a command's output, marked with its stream.
+    fn output_line(&self, stream: OutputStream, text: &str) {
+        let bar = if stream == OutputStream::Stderr {
+            "┆"
+        } else {
+            "│"
+        };
+        self.line(&format!("  {bar} {text}"));
     }
 
     /// A one-off note on stderr (also in `--json` mode, where stdout is for events).
@@ -86,8 +106,20 @@ impl Renderer {
         }
     }
 
-    fn human(&self, event: &Event, started: Option<chrono::DateTime<chrono::Utc>>) {
+    fn human(&self, event: &Event, state: &mut State) {
         let node = event.node.as_deref();
+        let started = state.started;
+        // A pending partial line ends with anything else than more of its output.
+        let continues = matches!(
+            (&event.payload, &state.partial),
+            (EventPayload::ExecOutput { stream, .. }, Some((n, s, _)))
+                if n.as_deref() == node && s == stream
+        );
+        if !continues {
+            if let Some((_, stream, text)) = state.partial.take() {
+                self.output_line(stream, &text);
+            }
+        }
         match &event.payload {
             EventPayload::RunStarted {
                 blueprint,
@@ -153,13 +185,20 @@ impl Renderer {
                 self.line(&format!("  sandbox {short} destroyed"));
             }
             EventPayload::ExecOutput { stream, chunk } => {
-                let bar = if *stream == OutputStream::Stderr {
-                    "┆"
-                } else {
-                    "│"
+                let mut text = match state.partial.take() {
+                    Some((_, _, pending)) => pending,
+                    None => String::new(),
                 };
-                for l in chunk.lines() {
-                    self.line(&format!("  {bar} {l}"));
+                text.push_str(chunk);
+                let (complete, rest) = match text.rfind('\n') {
+                    Some(end) => text.split_at(end + 1),
+                    None => ("", text.as_str()),
+                };
+                for l in complete.lines() {
+                    self.output_line(*stream, l);
+                }
+                if !rest.is_empty() {
+                    state.partial = Some((event.node.clone(), *stream, rest.to_owned()));
                 }
             }
             EventPayload::AgentMessage { text } => {
@@ -221,16 +260,16 @@ fn summarize_arguments(arguments: &serde_json::Value) -> String {
 
 impl EventSink for Renderer {
     fn accept(&self, event: &Event) -> Result<(), SinkError> {
-        let mut started = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        if started.is_none() {
-            *started = Some(event.ts);
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if state.started.is_none() {
+            state.started = Some(event.ts);
         }
         if self.json {
             let mut out = std::io::stdout().lock();
             let _ = writeln!(out, "{}", event.to_json_line());
             let _ = out.flush();
         } else {
-            self.human(event, *started);
+            self.human(event, &mut state);
         }
         Ok(())
     }
