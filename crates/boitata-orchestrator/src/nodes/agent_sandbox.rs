@@ -97,6 +97,20 @@ pub enum AgentSandboxError {
         /// The sandbox (short id).
         sandbox: String,
     },
+    /// The agent's port is not published by the sandbox.
+    #[error(
+        "node {node:?}: port {port} of sandbox {sandbox} is not published on the host: \
+         agent_sandbox needs a sandbox provisioned on the bridge network (which publishes \
+         port {DEFAULT_AGENT_PORT}), and its port left out or set to {DEFAULT_AGENT_PORT}"
+    )]
+    PortNotPublished {
+        /// The node.
+        node: String,
+        /// The sandbox (short id).
+        sandbox: String,
+        /// The port asked for.
+        port: u16,
+    },
     /// The provider needs an API key and the run's environment has none.
     #[error(
         "node {node:?}: provider {provider} needs an API key: set {variable} in the \
@@ -212,10 +226,12 @@ impl NodeHandler for AgentSandbox {
         let sandbox = self.nodes.sandbox_of_run(ctx, &fields.container)?;
         let port = fields.port.unwrap_or(DEFAULT_AGENT_PORT);
         let failed = |e: AgentSandboxError| NodeError::other(e);
-        let node_name = node.id.clone();
-        let sandbox_step = |step: &'static str| {
-            let node = node_name.clone();
-            move |source: SandboxError| AgentSandboxError::Sandbox { node, step, source }
+        let sandbox_failed = |step: &'static str, source: SandboxError| {
+            failed(AgentSandboxError::Sandbox {
+                node: node.id.clone(),
+                step,
+                source,
+            })
         };
 
         // The host side first: nothing is started if the settings are incomplete.
@@ -235,16 +251,15 @@ impl NodeHandler for AgentSandbox {
         let addr = cancellable(ctx, backend.endpoint(&sandbox, port))
             .await?
             .map_err(|source| match source {
-                SandboxError::PortNotPublished { .. } => AgentSandboxError::Sandbox {
-                    node: node.id.clone(),
-                    step: "the agent's port is not reachable (agent_sandbox needs a sandbox \
-                           provisioned on the bridge network, which publishes port 7700; \
-                           set port to a published one)",
-                    source,
-                },
-                other => sandbox_step("cannot find the agent's address")(other),
-            })
-            .map_err(failed)?;
+                SandboxError::PortNotPublished { .. } => {
+                    failed(AgentSandboxError::PortNotPublished {
+                        node: node.id.clone(),
+                        sandbox: sandbox.short().to_owned(),
+                        port,
+                    })
+                }
+                other => sandbox_failed("cannot find the agent's address", other),
+            })?;
 
         let agent = match cancellable(ctx, AgentProcess::prepare(backend, sandbox.clone())).await? {
             Ok(agent) => agent,
@@ -255,9 +270,7 @@ impl NodeHandler for AgentSandbox {
                 }))
             }
             Err(PrepareError::Sandbox(e)) => {
-                return Err(failed(
-                    sandbox_step("cannot prepare the agent's directory")(e),
-                ))
+                return Err(sandbox_failed("cannot prepare the agent's directory", e))
             }
             Err(PrepareError::Failed(code, message)) => {
                 return Err(NodeError::Invalid(format!(

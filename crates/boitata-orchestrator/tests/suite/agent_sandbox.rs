@@ -349,3 +349,33 @@ edges:
     );
     run.assert_torn_down();
 }
+
+#[tokio::test]
+async fn a_sandbox_without_network_fails_the_node_saying_it_needs_bridge() {
+    let Some(daemon) = daemon_with_images("agent_sandbox_no_network") else {
+        return;
+    };
+    let run = AgentRun::new(&daemon, "agent_sandbox_no_network", None);
+    let report = run
+        .run(
+            r#"name: nonet
+entry: box
+nodes:
+  box: { type: provision, image: "boitata-agent-rust:latest", network: none, memory: 512m }
+  work: { type: agent_sandbox, container: "{box}", prompt: "hi" }
+edges:
+  - { from: box, to: work }
+"#,
+            run.script(HELLO),
+        )
+        .await;
+    assert_eq!(report.status, RunStatus::Failed);
+    let error = run.node_error("work");
+    assert!(
+        error.contains("port 7700 of sandbox")
+            && error.contains("is not published on the host")
+            && error.contains("bridge network"),
+        "{error}"
+    );
+    run.assert_torn_down();
+}
