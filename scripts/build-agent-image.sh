@@ -85,6 +85,7 @@ else
 fi
 cp examples/boitata-agent-rust.Dockerfile "$context/Dockerfile"
 
+previous="$(docker image inspect -f '{{.Id}}' "$IMAGE" 2>/dev/null || true)"
 say "building $IMAGE on $BASE"
 docker build --quiet \
   -f "$context/Dockerfile" \
@@ -94,5 +95,9 @@ docker build --quiet \
   --label "boitata.base.id=$base_id" \
   -t "$IMAGE" \
   "$context" >/dev/null 2> >(grep -v -e '^DEPRECATED: The legacy builder' -e '^ *Install the buildx' -e '^ *https://docs.docker.com/go/buildx' -e '^$' >&2)
+# The image this one replaces, unless a container or another tag still uses it.
+if [[ -n "$previous" && "$previous" != "$(docker image inspect -f '{{.Id}}' "$IMAGE")" ]]; then
+  docker image rm "$previous" >/dev/null 2>&1 || true
+fi
 size="$(docker image inspect -f '{{.Size}}' "$IMAGE" | awk '{printf "%.0f MB", $1/1e6}')"
 say "built $IMAGE ($size; boitata-agent $profile_dir, sha256 ${sha:0:12})"
