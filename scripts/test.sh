@@ -24,8 +24,10 @@ if ! command -v cargo-nextest >/dev/null; then
   cargo install --locked cargo-nextest
 fi
 
-# The sandbox tests need a Docker daemon (under CI=true they fail without one) and the
-# locally built base image (no registry is needed).
+# The sandbox tests need a Docker daemon (under CI=true they fail without one), the
+# locally built base image and the agent image (no registry is needed). The agent image
+# gets a debug build of boitata-agent: the tests build the workspace in debug anyway,
+# and the tests themselves rebuild the image whenever the binary changes.
 if ! docker info >/dev/null 2>&1; then
   echo "starting the Docker daemon" >&2
   service docker start >/dev/null 2>&1 || (nohup dockerd >/tmp/boitata-dockerd.log 2>&1 &)
@@ -33,6 +35,7 @@ if ! docker info >/dev/null 2>&1; then
 fi
 if docker info >/dev/null 2>&1; then
   scripts/build-base-image.sh
+  BOITATA_AGENT_PROFILE=debug scripts/build-agent-image.sh
 else
   echo "warning: no Docker daemon: the sandbox tests skip locally and fail under CI=true" >&2
 fi

@@ -86,6 +86,7 @@ fn main() -> ExitCode {
     // exists: reading it, then removing the secrets from it.
     let prepared = prepare(&args);
     scrub_environment();
+    hide_launch_environment();
     let result = prepared.and_then(|ready| serve(&args, ready));
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -145,6 +146,17 @@ fn prepare(args: &Args) -> Result<Ready, Failure> {
 fn scrub_environment() {
     for name in SCRUBBED_VARIABLES {
         std::env::remove_var(name);
+    }
+}
+
+/// Makes the process non-dumpable, so that its launch environment, which
+/// `/proc/PID/environ` keeps showing after [`scrub_environment`], cannot be read by
+/// the commands the agent runs (same user, no `CAP_SYS_PTRACE`): `cat
+/// /proc/*/environ` must not find the secret or the API key. Signals still reach it.
+fn hide_launch_environment() {
+    #[cfg(target_os = "linux")]
+    if let Err(e) = nix::sys::prctl::set_dumpable(false) {
+        tracing::warn!("cannot make the process non-dumpable: {e}");
     }
 }
 

@@ -212,6 +212,9 @@ impl NodeSpec {
                 if let Some(v) = &e.container {
                     push(&mut out, "container", v);
                 }
+                if let Some(v) = &e.workdir {
+                    push(&mut out, "workdir", v);
+                }
             }
             NodeSpec::AgentSandbox(a) => {
                 push(&mut out, "container", &a.container);
@@ -248,6 +251,9 @@ impl NodeSpec {
                 out.push(("command", &mut e.command));
                 if let Some(v) = &mut e.container {
                     out.push(("container", v));
+                }
+                if let Some(v) = &mut e.workdir {
+                    out.push(("workdir", v));
                 }
             }
             NodeSpec::AgentSandbox(a) => {
@@ -315,6 +321,11 @@ pub struct ExecSpec {
     /// The sandbox to run in; `None` runs on the host.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container: Option<String>,
+    /// The directory the command starts in. In a sandbox: an absolute path inside it
+    /// (default: the sandbox's working directory). On the host: a path relative to the
+    /// workspace, or absolute (default: the workspace).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workdir: Option<String>,
 }
 
 /// `agent_sandbox`: prompt the agent running inside a sandbox (ACP over TCP).
@@ -395,7 +406,7 @@ impl NodeType {
         match self {
             NodeType::Provision => &["image", "cpus", "memory", "pids", "network", "workdir"],
             NodeType::Checkout => &["container", "repo", "ref", "dest"],
-            NodeType::Exec => &["command", "container"],
+            NodeType::Exec => &["command", "container", "workdir"],
             NodeType::AgentSandbox => &["container", "prompt", "port", "max_turns"],
             NodeType::Agent => &["prompt", "max_turns"],
         }
@@ -845,6 +856,7 @@ mod tests {
             spec: NodeSpec::Exec(ExecSpec {
                 command: "make".into(),
                 container: None,
+                workdir: None,
             }),
         };
         assert_eq!(

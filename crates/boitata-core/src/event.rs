@@ -13,7 +13,7 @@
 //! stamps them, redacts secrets, truncates large strings, stores them and only then
 //! hands them to observers (printers, SSE subscribers).
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 
 use chrono::{DateTime, SecondsFormat, SubsecRound, Utc};
 use serde::{Deserialize, Serialize};
@@ -292,7 +292,8 @@ pub struct Emitter {
 struct EmitterInner {
     run_id: String,
     state: Mutex<EmitterState>,
-    redactor: Redactor,
+    /// Grows when a node learns a secret of its own ([`Emitter::add_secrets`]).
+    redactor: RwLock<Redactor>,
     max_string_bytes: usize,
 }
 
@@ -339,7 +340,7 @@ impl Emitter {
                     recorder,
                     observers: Vec::new(),
                 }),
-                redactor,
+                redactor: RwLock::new(redactor),
                 max_string_bytes: DEFAULT_MAX_EVENT_STRING_BYTES,
             }),
         }
@@ -350,9 +351,31 @@ impl Emitter {
         &self.inner.run_id
     }
 
-    /// The redactor applied to every event (also useful for scrubbing logs).
-    pub fn redactor(&self) -> &Redactor {
-        &self.inner.redactor
+    /// The redactor applied to every event (also useful for scrubbing logs), as it is
+    /// now: [`Emitter::add_secrets`] extends it.
+    pub fn redactor(&self) -> Redactor {
+        self.inner
+            .redactor
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Adds exact secret values to the redactor of this emitter and all its clones:
+    /// every later event has them replaced by `[REDACTED]`. For secrets made during
+    /// a run (a per-run agent secret, say). Values shorter than 6 bytes are ignored,
+    /// as [`Redactor::new`] says.
+    pub fn add_secrets<I, S>(&self, secrets: I)
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let mut redactor = self
+            .inner
+            .redactor
+            .write()
+            .unwrap_or_else(|p| p.into_inner());
+        *redactor = redactor.with_secrets(secrets);
     }
 
     /// Adds an observer that sees every later event, after it is recorded.
@@ -402,11 +425,8 @@ impl Emitter {
         let Ok(mut value) = serde_json::to_value(&payload) else {
             return payload;
         };
-        sanitize_value(
-            &mut value,
-            &self.inner.redactor,
-            self.inner.max_string_bytes,
-        );
+        let redactor = self.redactor();
+        sanitize_value(&mut value, &redactor, self.inner.max_string_bytes);
         serde_json::from_value(value).unwrap_or(payload)
     }
 }
@@ -504,6 +524,35 @@ mod tests {
         assert!(!line.contains("sk-secret-value"), "{line}");
         let back: Event = serde_json::from_str(&events[1].to_json_line()).unwrap();
         assert_eq!(back, events[1]);
+    }
+
+    #[test]
+    fn secrets_added_later_are_redacted_from_then_on_in_every_clone() {
+        let sink = Arc::new(Collect(Mutex::new(Vec::new())));
+        let emitter = Emitter::new("r", Some(sink.clone()), Redactor::default());
+        let clone = emitter.clone();
+        let say = |e: &Emitter, text: &str| {
+            e.emit(None, EventPayload::AgentMessage { text: text.into() })
+                .unwrap()
+        };
+        say(&emitter, "run secret 9f8e7d6c5b4a");
+        emitter.add_secrets(["9f8e7d6c5b4a"]);
+        say(&clone, "run secret 9f8e7d6c5b4a");
+        let texts: Vec<String> = sink
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|e| match &e.payload {
+                EventPayload::AgentMessage { text } => text.clone(),
+                _ => unreachable!(),
+            })
+            .collect();
+        assert_eq!(
+            texts,
+            vec!["run secret 9f8e7d6c5b4a", "run secret [REDACTED]"]
+        );
+        assert_eq!(clone.redactor().redact("9f8e7d6c5b4a"), "[REDACTED]");
     }
 
     #[test]

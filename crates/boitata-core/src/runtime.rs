@@ -29,6 +29,7 @@ pub const COMMAND_ENV_ALLOWLIST: &[&str] = &[
     "JAVA_HOME",
     "VIRTUAL_ENV",
     "PYTHONPATH",
+    "PYTHONDONTWRITEBYTECODE",
 ];
 
 /// A built provider plus everything needed to make agents.

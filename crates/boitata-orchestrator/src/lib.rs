@@ -9,7 +9,8 @@
 //! - [`tracking`]: [`RunSandboxes`], which records every sandbox a run made and
 //!   destroys them all when the run ends, however it ends;
 //! - [`nodes`]: the sandbox node types (`provision`, `checkout`, `exec` with
-//!   `container`) for the blueprint executor, registered by [`SandboxNodes`], which
+//!   `container`, and `agent_sandbox`, which drives `boitata-agent` inside a sandbox
+//!   over ACP) for the blueprint executor, registered by [`SandboxNodes`], which
 //!   is also the executor hook that tears a run's sandboxes down when it ends;
 //! - [`reaper`]: [`gc`](reaper::gc), which removes sandboxes whose run is gone;
 //! - [`archive`]: the tar archives that carry files into a sandbox.

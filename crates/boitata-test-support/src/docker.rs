@@ -23,6 +23,9 @@ use std::sync::Mutex;
 /// The image the sandbox tests run in, made by `scripts/build-base-image.sh`.
 pub const BASE_IMAGE: &str = "boitata-base:bookworm";
 
+/// The image with `boitata-agent` inside, made by `scripts/build-agent-image.sh`.
+pub const AGENT_IMAGE: &str = "boitata-agent-rust:latest";
+
 /// Label names, repeated here so the fixtures do not depend on the crate under test.
 const LABEL_RUN_ID: &str = "boitata.run_id";
 const LABEL_CREATED_BY: &str = "boitata.created_by";
@@ -98,6 +101,27 @@ impl Daemon {
             .status()
             .unwrap_or_else(|e| panic!("{}: {e}", script.display()));
         assert!(status.success(), "{} failed", script.display());
+    }
+
+    /// Makes sure [`AGENT_IMAGE`] exists and holds the current `boitata-agent`: runs
+    /// `scripts/build-agent-image.sh`, which builds the agent (a debug build unless
+    /// `BOITATA_AGENT_PROFILE` says otherwise) and rebuilds the image only when the
+    /// binary changed.
+    pub fn ensure_agent_image(&self) {
+        let _one_at_a_time = IMAGE_BUILD.lock().unwrap_or_else(|p| p.into_inner());
+        let script = repo_root().join("scripts/build-agent-image.sh");
+        let profile = std::env::var("BOITATA_AGENT_PROFILE").unwrap_or_else(|_| "debug".to_owned());
+        let out = Command::new("bash")
+            .arg(&script)
+            .env("BOITATA_AGENT_PROFILE", profile)
+            .output()
+            .unwrap_or_else(|e| panic!("{}: {e}", script.display()));
+        assert!(
+            out.status.success(),
+            "{} failed: {}",
+            script.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 
     /// A fresh run id (`test-NAME-RANDOM`) whose containers are removed when the

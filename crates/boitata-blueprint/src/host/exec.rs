@@ -1,4 +1,5 @@
-//! `exec` on the host: `sh -c COMMAND` in the workspace.
+//! `exec` on the host: `sh -c COMMAND` in the workspace (or in its `workdir`: relative
+//! to the workspace, or absolute).
 //!
 //! The command gets a closed stdin, an explicit environment (the allowlisted
 //! variables of [`COMMAND_ENV_ALLOWLIST`], then `BOITATA_RUN_ID` and `BOITATA_NODE`,
@@ -59,10 +60,15 @@ impl NodeHandler for HostExec {
             )));
         }
         let env = command_env(node, ctx);
+        // A relative workdir is taken from the workspace; an absolute one as it is.
+        let cwd = match spec.workdir.as_deref().map(str::trim) {
+            Some(dir) if !dir.is_empty() => ctx.workspace().join(dir),
+            _ => ctx.workspace().to_path_buf(),
+        };
         let mut child = Command::new("sh")
             .arg("-c")
             .arg(&spec.command)
-            .current_dir(ctx.workspace())
+            .current_dir(&cwd)
             .env_clear()
             .envs(&env)
             .stdin(Stdio::null())
@@ -75,7 +81,7 @@ impl NodeHandler for HostExec {
                 action: format!(
                     "node {:?}: cannot start sh -c in {}",
                     node.id,
-                    ctx.workspace().display()
+                    cwd.display()
                 ),
                 source,
             })?;

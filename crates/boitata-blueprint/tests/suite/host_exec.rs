@@ -180,3 +180,45 @@ nodes:
     let error = report.error.unwrap();
     assert!(error.contains("node \"a\": cannot start sh -c"), "{error}");
 }
+
+#[tokio::test]
+async fn a_command_runs_in_its_workdir_relative_to_the_workspace_or_absolute() {
+    let h = Harness::new();
+    std::fs::create_dir(h.workspace.path().join("sub")).unwrap();
+    std::fs::write(h.workspace.path().join("sub/marker.txt"), "in sub").unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    std::fs::write(elsewhere.path().join("marker.txt"), "elsewhere").unwrap();
+    let report = h
+        .run(&format!(
+            r#"name: cwd
+entry: a
+nodes:
+  a: {{ type: exec, command: "cat marker.txt", workdir: sub }}
+  b: {{ type: exec, command: "cat marker.txt", workdir: "{}" }}
+edges:
+  - {{ from: a, to: b }}
+"#,
+            elsewhere.path().display()
+        ))
+        .await;
+    assert_eq!(report.status, RunStatus::Succeeded, "{:?}", report.error);
+    assert_eq!(report.outputs["a"], "in sub");
+    assert_eq!(report.outputs["b"], "elsewhere");
+}
+
+#[tokio::test]
+async fn a_missing_workdir_fails_the_node_naming_the_directory() {
+    let h = Harness::new();
+    let report = h
+        .run(
+            r#"name: cwd
+entry: a
+nodes:
+  a: { type: exec, command: "true", workdir: no-such-dir }
+"#,
+        )
+        .await;
+    assert_eq!(report.status, RunStatus::Failed);
+    let error = report.error.unwrap();
+    assert!(error.contains("no-such-dir"), "{error}");
+}

@@ -566,3 +566,30 @@ fn a_task_passed_through_env_is_not_run_as_shell_code() {
     assert!(!home.path().join("pwned").exists());
     assert!(!home.path().join("pwned2").exists());
 }
+
+#[test]
+fn output_written_in_pieces_is_shown_as_whole_lines() {
+    let home = tempfile::tempdir().unwrap();
+    let file = home.path().join("dots.yaml");
+    std::fs::write(
+        &file,
+        r#"name: dots
+entry: dots
+nodes:
+  dots: { type: exec, command: "printf .; sleep 0.3; printf .; sleep 0.3; echo F; printf 'no newline at the end'" }
+"#,
+    )
+    .unwrap();
+    let output = boitata(home.path())
+        .args(["run", "t", "--blueprint"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("  │ ..F\n"), "{stderr}");
+    assert!(
+        stderr.contains("  │ no newline at the end\n✓ dots succeeded"),
+        "{stderr}"
+    );
+}

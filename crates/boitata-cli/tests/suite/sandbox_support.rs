@@ -49,6 +49,25 @@ impl Home {
 
     /// The same, as a child process whose `--json` stdout is read line by line.
     pub(super) fn spawn(&self, args: &[&str]) -> (Child, Lines<BufReader<ChildStdout>>) {
+        self.spawn_with_env(args, &[])
+    }
+
+    /// Where a [`Home::spawn`]ed child's stderr goes.
+    pub(super) fn stderr_path(&self) -> PathBuf {
+        self.path().join("boitata.stderr")
+    }
+
+    /// What a [`Home::spawn`]ed child wrote on stderr so far.
+    pub(super) fn stderr(&self) -> String {
+        std::fs::read_to_string(self.stderr_path()).unwrap_or_default()
+    }
+
+    /// [`Home::spawn`] with `env` added to the child's environment.
+    pub(super) fn spawn_with_env(
+        &self,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> (Child, Lines<BufReader<ChildStdout>>) {
         let mut cmd = StdCommand::new(assert_cmd::cargo::cargo_bin("boitata"));
         cmd.env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
@@ -57,10 +76,11 @@ impl Home {
             .current_dir(self.path())
             .args(args)
             .stdout(Stdio::piped())
-            .stderr(Stdio::null());
+            .stderr(std::fs::File::create(self.stderr_path()).unwrap());
         if let Ok(host) = std::env::var("DOCKER_HOST") {
             cmd.env("DOCKER_HOST", host);
         }
+        cmd.envs(env.iter().copied());
         let mut child = cmd.spawn().unwrap();
         let lines = BufReader::new(child.stdout.take().unwrap()).lines();
         (child, lines)
@@ -71,6 +91,14 @@ impl Home {
 pub(super) fn daemon(test: &str) -> Option<docker::Daemon> {
     let daemon = docker::daemon(test)?;
     daemon.ensure_base_image();
+    Some(daemon)
+}
+
+/// A daemon with the base image and the agent image (`boitata-agent-rust:latest`,
+/// holding the current `boitata-agent`), or `None` (skip, or panic under CI=true).
+pub(super) fn agent_daemon(test: &str) -> Option<docker::Daemon> {
+    let daemon = daemon(test)?;
+    daemon.ensure_agent_image();
     Some(daemon)
 }
 
@@ -88,15 +116,26 @@ pub(super) fn read_until(
     seen: &mut Vec<Event>,
     until: impl Fn(&Event) -> bool,
 ) {
+    if !try_read_until(lines, seen, until) {
+        panic!("output ended before the expected event: {seen:#?}");
+    }
+}
+
+/// Like [`read_until`], but returns false when the output ends first.
+pub(super) fn try_read_until(
+    lines: &mut Lines<BufReader<ChildStdout>>,
+    seen: &mut Vec<Event>,
+    until: impl Fn(&Event) -> bool,
+) -> bool {
     for line in lines.by_ref() {
         let event: Event = serde_json::from_str(&line.unwrap()).unwrap();
         let done = until(&event);
         seen.push(event);
         if done {
-            return;
+            return true;
         }
     }
-    panic!("output ended before the expected event: {seen:#?}");
+    false
 }
 
 /// The sandbox ids provisioned and destroyed, per the events.

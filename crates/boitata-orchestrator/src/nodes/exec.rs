@@ -2,7 +2,8 @@
 //! Output: the tail of stdout; outcome: success iff exit code 0 (edges may route on the
 //! code).
 //!
-//! The command runs in the sandbox's working directory with the sandbox's environment
+//! The command runs in `workdir` (an absolute path inside the sandbox; default: the
+//! sandbox's working directory) with the sandbox's environment
 //! plus `BOITATA_RUN_ID`, `BOITATA_NODE` and the node's `env` (never the host's).
 //! stdout and stderr are streamed as `exec_output` events. When the node is cancelled
 //! or its `timeout` passes, every process the command started is killed inside the
@@ -45,12 +46,29 @@ impl NodeHandler for SandboxExec {
             )));
         };
         let id = self.nodes.sandbox_of_run(ctx, container)?;
+        let workdir = fields
+            .workdir
+            .as_deref()
+            .map(str::trim)
+            .filter(|dir| !dir.is_empty());
+        if let Some(dir) = workdir {
+            if !dir.starts_with('/') {
+                return Err(NodeError::Invalid(format!(
+                    "node {:?}: workdir {dir:?} is not an absolute path inside the sandbox; \
+                     write it like /workspace/src",
+                    node.id
+                )));
+            }
+        }
         let mut spec = ExecSpec::shell(fields.command.clone())
             .env("BOITATA_RUN_ID", ctx.run_id())
             .env("BOITATA_NODE", ctx.node_id())
             .cancel_on(ctx.cancel().clone());
         spec.env
             .extend(node.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        if let Some(dir) = workdir {
+            spec = spec.workdir(dir);
+        }
 
         let mut output = EventOutput::new(ctx.emitter().clone(), ctx.node_id());
         let status = self.nodes.backend().exec(&id, &spec, &mut output).await;

@@ -1,5 +1,5 @@
 //! The sandbox node types, as [`NodeHandler`](boitata_blueprint::NodeHandler)s for the blueprint executor:
-//! [`provision`], [`checkout`] and [`exec`] with a `container`.
+//! [`provision`], [`checkout`], [`exec`] with a `container`, and [`agent_sandbox`].
 //!
 //! [`SandboxNodes`] registers them in a [`NodeHandlers`] registry and is itself the
 //! [`RunHooks`] that guarantees teardown: every sandbox a run provisioned is destroyed
@@ -20,6 +20,8 @@
 //! A node may only use sandboxes its own run provisioned: `container: "{box}"` names
 //! the output of a `provision` node of the same run, and any other id is refused.
 
+mod agent_process;
+pub mod agent_sandbox;
 pub mod checkout;
 pub mod exec;
 mod output;
@@ -77,7 +79,8 @@ impl SandboxNodes {
         &self.shared.backend
     }
 
-    /// Registers the `provision`, `checkout` and in-container `exec` handlers.
+    /// Registers the `provision`, `checkout`, in-container `exec` and `agent_sandbox`
+    /// handlers.
     pub fn register(&self, handlers: &mut NodeHandlers) {
         handlers.register(
             HandlerKind::Provision,
@@ -90,6 +93,10 @@ impl SandboxNodes {
         handlers.register(
             HandlerKind::SandboxExec,
             Arc::new(exec::SandboxExec::new(self.clone())),
+        );
+        handlers.register(
+            HandlerKind::AgentSandbox,
+            Arc::new(agent_sandbox::AgentSandbox::new(self.clone())),
         );
     }
 

@@ -6,13 +6,15 @@
 //! takes the backend default ([`Limits`](crate::Limits)); capabilities are all
 //! dropped and `no-new-privileges` is set. On `bridge`, port
 //! [`DEFAULT_AGENT_PORT`] is published on host loopback for
-//! an `agent_sandbox` node.
+//! an `agent_sandbox` node, and the name
+//! [`HOST_GATEWAY_NAME`] (`host.docker.internal`) resolves to
+//! the host's address on the bridge, where a model server on the host can be reached.
 
 use async_trait::async_trait;
 use boitata_blueprint::{Node, NodeContext, NodeError, NodeHandler, NodeOutcome, NodeSpec};
 
 use super::{SandboxNodes, DEFAULT_AGENT_PORT};
-use crate::sandbox::{Network, SandboxSpec};
+use crate::sandbox::{Network, SandboxSpec, HOST_GATEWAY, HOST_GATEWAY_NAME};
 
 /// The `provision` handler.
 #[derive(Debug, Clone)]
@@ -79,6 +81,9 @@ fn sandbox_spec(
     };
     if spec.network == Network::Bridge {
         spec.ports.push(DEFAULT_AGENT_PORT);
+        // So that an agent inside can reach a model server on the host.
+        spec.extra_hosts
+            .insert(HOST_GATEWAY_NAME.to_owned(), HOST_GATEWAY.to_owned());
     }
     spec.env = node.env.clone();
     spec.validate().map_err(|e| invalid(e.to_string()))?;

@@ -8,8 +8,9 @@
 //! - **Containers**: `POST /containers/create` with the image's entrypoint replaced by
 //!   `sleep infinity` under Docker's init (`HostConfig.Init`), all capabilities dropped
 //!   (`CapDrop: ["ALL"]`), `SecurityOpt: ["no-new-privileges"]`, `PidsLimit`, `Memory`
-//!   (= `MemorySwap`), `NanoCpus`, `Privileged: false`, no mounts at all, and ports
-//!   published on `127.0.0.1` only.
+//!   (= `MemorySwap`), `NanoCpus`, `Privileged: false`, no mounts at all, ports
+//!   published on `127.0.0.1` only, and `ExtraHosts` (`host-gateway` needs Docker
+//!   20.10 or later).
 //! - **Exec**: `POST /containers/{id}/exec` + `/exec/{id}/start` (attached, no TTY, no
 //!   stdin), exit code from `GET /exec/{id}/json`. Each exec carries
 //!   [`EXEC_MARKER_ENV`]; at a timeout or cancellation a second exec kills every
@@ -341,6 +342,12 @@ impl Sandbox for DockerBackend {
             port_bindings,
             publish_all_ports: Some(false),
             auto_remove: Some(false),
+            extra_hosts: (!spec.extra_hosts.is_empty()).then(|| {
+                spec.extra_hosts
+                    .iter()
+                    .map(|(name, address)| format!("{name}:{address}"))
+                    .collect()
+            }),
             ..Default::default()
         };
         let body = ContainerCreateBody {

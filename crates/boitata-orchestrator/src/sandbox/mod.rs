@@ -43,6 +43,13 @@ pub const LABEL_PID_START: &str = "boitata.pid_start";
 /// ([`LABEL_PID`] only means something there).
 pub const LABEL_HOST: &str = "boitata.host";
 
+/// The address, in [`SandboxSpec::extra_hosts`], that stands for the host machine as
+/// the sandbox's network reaches it (the bridge's gateway on Docker).
+pub const HOST_GATEWAY: &str = "host-gateway";
+/// The name a sandbox on the `bridge` network reaches the host by (the
+/// `provision` node maps it to [`HOST_GATEWAY`]), as Docker Desktop names it too.
+pub const HOST_GATEWAY_NAME: &str = "host.docker.internal";
+
 /// The working directory a sandbox starts in, and the default checkout destination.
 pub const DEFAULT_WORKDIR: &str = "/workspace";
 /// Default memory limit: 2 GiB (swap is not allowed beyond it).
@@ -181,6 +188,10 @@ pub struct SandboxSpec {
     pub hardening: Hardening,
     /// Extra labels; the `boitata.*` labels are set by the backend and win.
     pub labels: BTreeMap<String, String>,
+    /// Extra host names the sandbox resolves (name → IP address). The address
+    /// [`HOST_GATEWAY`] means the host as seen from the sandbox's network (Docker's
+    /// `host-gateway`).
+    pub extra_hosts: BTreeMap<String, String>,
 }
 
 impl SandboxSpec {
@@ -197,6 +208,7 @@ impl SandboxSpec {
             limits: Limits::default(),
             hardening: Hardening::default(),
             labels: BTreeMap::new(),
+            extra_hosts: BTreeMap::new(),
         }
     }
 
@@ -259,6 +271,22 @@ impl SandboxSpec {
         for key in self.env.keys() {
             if key.is_empty() || key.contains('=') {
                 return invalid(format!("env name {key:?} is empty or contains '='"));
+            }
+        }
+        for (name, address) in &self.extra_hosts {
+            let name_ok = !name.is_empty()
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.');
+            if !name_ok {
+                return invalid(format!(
+                    "extra host name {name:?} is not a host name (letters, digits, '-', '.')"
+                ));
+            }
+            if address != HOST_GATEWAY && address.parse::<std::net::IpAddr>().is_err() {
+                return invalid(format!(
+                    "extra host {name:?}: {address:?} is neither an IP address nor {HOST_GATEWAY}"
+                ));
             }
         }
         Ok(())

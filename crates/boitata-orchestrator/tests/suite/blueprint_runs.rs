@@ -584,3 +584,79 @@ async fn a_sandbox_blueprint_without_a_daemon_fails_with_the_clear_line() {
     assert!(!run.kinds().contains(&"sandbox_destroyed"));
     std::mem::forget(run.scope);
 }
+
+#[tokio::test]
+async fn sandbox_exec_runs_in_its_workdir_which_must_be_absolute() {
+    let Some(run) = Run::new("bp_workdir") else {
+        return;
+    };
+    let report = run
+        .run(
+            r#"
+name: workdir
+entry: box
+nodes:
+  box: { type: provision, image: "boitata-base:bookworm", network: none }
+  here: { type: exec, container: "{box}", command: "pwd" }
+  tmp: { type: exec, container: "{box}", command: "pwd", workdir: /tmp }
+  relative: { type: exec, container: "{box}", command: "pwd", workdir: tmp }
+edges:
+  - { from: box, to: here }
+  - { from: here, to: tmp }
+  - { from: tmp, to: relative }
+"#,
+        )
+        .await;
+    assert_eq!(report.status, RunStatus::Failed);
+    assert_eq!(report.outputs["here"], "/workspace\n");
+    assert_eq!(report.outputs["tmp"], "/tmp\n");
+    let error = report.error.unwrap_or_default();
+    assert!(
+        error.contains(
+            "node \"relative\": workdir \"tmp\" is not an absolute path inside the sandbox"
+        ),
+        "{error}"
+    );
+    run.assert_torn_down();
+}
+
+#[tokio::test]
+async fn sandbox_exec_in_a_missing_workdir_fails_the_node() {
+    let Some(run) = Run::new("bp_workdir_missing") else {
+        return;
+    };
+    let report = run
+        .run(
+            r#"
+name: workdir
+entry: box
+nodes:
+  box: { type: provision, image: "boitata-base:bookworm", network: none }
+  nowhere: { type: exec, container: "{box}", command: "echo ran", workdir: /no/such/dir }
+edges:
+  - { from: box, to: nowhere }
+"#,
+        )
+        .await;
+    assert_eq!(report.status, RunStatus::Failed, "{report:?}");
+    assert!(!report
+        .outputs
+        .get("nowhere")
+        .is_some_and(|o| o.contains("ran")));
+    let events = run.events();
+    let finished = events
+        .iter()
+        .find_map(|e| match &e.payload {
+            EventPayload::NodeFinished {
+                error,
+                output_preview,
+                ..
+            } if e.node.as_deref() == Some("nowhere") => {
+                Some(format!("{error:?} {output_preview}"))
+            }
+            _ => None,
+        })
+        .unwrap();
+    assert!(finished.contains("/no/such/dir"), "{finished}");
+    run.assert_torn_down();
+}

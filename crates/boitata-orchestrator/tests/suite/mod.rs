@@ -1,6 +1,7 @@
 //! Tests against a real Docker daemon (skipped locally without one; failing under
 //! `CI=true`), plus those that need no daemon at all.
 
+mod agent_sandbox;
 mod blueprint_runs;
 mod docker_backend;
 mod reaper;

@@ -1,0 +1,739 @@
+//! `agent_sandbox`: Boitata's agent running *inside* a sandbox of the run, driven over
+//! ACP (TCP). Output: the agent's final message; outcome: success iff its turn ended
+//! with `end_turn`.
+//!
+//! Each visit of the node:
+//!
+//! 1. makes a fresh **secret** (32 random bytes, hex) that the agent will demand of its
+//!    client, and adds it to the run's redactor so that no event can show it;
+//! 2. makes a private directory in the sandbox and uploads the agent's settings (the
+//!    run's config without any secret, its model URL made reachable from the sandbox)
+//!    and, for the `scripted` provider, the script file;
+//! 3. starts `boitata-agent --addr 0.0.0.0:PORT --workspace DIR --config FILE` detached,
+//!    with the secret, the provider settings and the provider's API key in the
+//!    environment of that one process: never in the image, the sandbox's own
+//!    environment, its labels, a file or an event. Its stdout and stderr go to a log
+//!    file in the sandbox;
+//! 4. waits (at most [`DEFAULT_READY_TIMEOUT`]) until the agent answers `initialize` on
+//!    the port the sandbox publishes on host loopback, watching the process: when it
+//!    exits first, or never answers, the node fails with the tail of its log;
+//! 5. prompts it once ([`run_prompt_at`]), re-emitting each of its events (messages,
+//!    tool calls, tool results, usage) in order as events of this run and node;
+//!    cancelling the run (or the node's timeout) sends `session/cancel`;
+//! 6. stops the agent (SIGTERM, then SIGKILL), so that a later visit can start afresh.
+//!
+//! DIR is the sandbox's working directory (the `provision` node's `workdir`, default
+//! `/workspace`), where `checkout` puts the code by default.
+//!
+//! A model server on the host's loopback (`http://127.0.0.1:11434/v1`) is not
+//! reachable from a sandbox: its `base_url` is given to the agent with the host
+//! replaced by [`HOST_GATEWAY_NAME`], which the `provision` node maps to the host's
+//! address on the bridge. The server must listen on that address too (`0.0.0.0`).
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use boitata_acp::{run_prompt_at, wait_ready, AcpError, Prompt, PromptOutcome, StopReason};
+use boitata_blueprint::{Node, NodeContext, NodeError, NodeHandler, NodeOutcome, NodeSpec};
+use boitata_core::config::{Config, ProviderKind, ServerConfig};
+use boitata_core::event::SinkError;
+use boitata_core::{Event, EventPayload};
+
+use super::agent_process::{AgentProcess, AgentStatus, PrepareError, AGENT_PROGRAM};
+use super::{SandboxNodes, DEFAULT_AGENT_PORT};
+use crate::sandbox::{SandboxError, SandboxId, HOST_GATEWAY_NAME};
+
+/// How long the agent gets to answer `initialize` after it is started.
+pub const DEFAULT_READY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The variable the agent reads its per-run secret from.
+pub const SECRET_VARIABLE: &str = "BOITATA_AGENT_SECRET";
+
+/// How long the turn gets to end after `session/cancel`.
+const CANCEL_GRACE: Duration = Duration::from_secs(10);
+
+/// How often the agent process is checked while waiting for it.
+const WATCH_INTERVAL: Duration = Duration::from_millis(500);
+
+/// The `agent_sandbox` handler.
+#[derive(Debug, Clone)]
+pub struct AgentSandbox {
+    nodes: SandboxNodes,
+    ready_timeout: Duration,
+}
+
+impl AgentSandbox {
+    /// A handler driving agents in the sandboxes of `nodes`, waiting up to
+    /// [`DEFAULT_READY_TIMEOUT`] for each to answer.
+    pub fn new(nodes: SandboxNodes) -> Self {
+        AgentSandbox {
+            nodes,
+            ready_timeout: DEFAULT_READY_TIMEOUT,
+        }
+    }
+
+    /// Waits up to `timeout` for the agent to answer instead.
+    pub fn with_ready_timeout(mut self, timeout: Duration) -> Self {
+        self.ready_timeout = timeout;
+        self
+    }
+}
+
+/// Why an `agent_sandbox` node could not run its agent to the end of a turn.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentSandboxError {
+    /// The sandbox's image has no `boitata-agent`.
+    #[error(
+        "node {node:?}: sandbox {sandbox} has no {AGENT_PROGRAM} on its PATH: provision it \
+         from an image with the agent, e.g. boitata-agent-rust:latest \
+         (scripts/build-agent-image.sh builds it)"
+    )]
+    MissingAgent {
+        /// The node.
+        node: String,
+        /// The sandbox (short id).
+        sandbox: String,
+    },
+    /// The agent's port is not published by the sandbox.
+    #[error(
+        "node {node:?}: port {port} of sandbox {sandbox} is not published on the host: \
+         agent_sandbox needs a sandbox provisioned on the bridge network (which publishes \
+         port {DEFAULT_AGENT_PORT}), and its port left out or set to {DEFAULT_AGENT_PORT}"
+    )]
+    PortNotPublished {
+        /// The node.
+        node: String,
+        /// The sandbox (short id).
+        sandbox: String,
+        /// The port asked for.
+        port: u16,
+    },
+    /// The provider needs an API key and the run's environment has none.
+    #[error(
+        "node {node:?}: provider {provider} needs an API key: set {variable} in the \
+         environment boitata runs in"
+    )]
+    MissingApiKey {
+        /// The node.
+        node: String,
+        /// The provider.
+        provider: &'static str,
+        /// The variable to set.
+        variable: &'static str,
+    },
+    /// The `scripted` provider has no script, or it cannot be read.
+    #[error("node {node:?}: {message}")]
+    Script {
+        /// The node.
+        node: String,
+        /// What is wrong and what to do.
+        message: String,
+    },
+    /// No secret could be made.
+    #[error("node {node:?}: cannot make a secret for the agent: {message}")]
+    Secret {
+        /// The node.
+        node: String,
+        /// The system's error.
+        message: String,
+    },
+    /// The backend failed at a step of the launch.
+    #[error("node {node:?}: {step}: {source}")]
+    Sandbox {
+        /// The node.
+        node: String,
+        /// What was being done.
+        step: &'static str,
+        /// The backend's error.
+        #[source]
+        source: SandboxError,
+    },
+    /// The agent process exited before it answered.
+    #[error(
+        "node {node:?}: {AGENT_PROGRAM} exited in sandbox {sandbox} before it answered on \
+         port {port}; its log ends with:\n{log_tail}"
+    )]
+    ExitedEarly {
+        /// The node.
+        node: String,
+        /// The sandbox (short id).
+        sandbox: String,
+        /// The agent's port inside the sandbox.
+        port: u16,
+        /// The end of the agent's stdout and stderr.
+        log_tail: String,
+    },
+    /// The agent did not answer in time.
+    #[error(
+        "node {node:?}: {AGENT_PROGRAM} in sandbox {sandbox} did not answer on port {port} \
+         within {waited:?} ({last_error}); its log ends with:\n{log_tail}"
+    )]
+    NotReady {
+        /// The node.
+        node: String,
+        /// The sandbox (short id).
+        sandbox: String,
+        /// The agent's port inside the sandbox.
+        port: u16,
+        /// How long it was given.
+        waited: Duration,
+        /// The last connection failure.
+        last_error: String,
+        /// The end of the agent's stdout and stderr.
+        log_tail: String,
+    },
+    /// The connection to the agent ended in the middle of the turn.
+    #[error(
+        "node {node:?}: {AGENT_PROGRAM} in sandbox {sandbox} closed the connection during \
+         the turn ({process}); its log ends with:\n{log_tail}"
+    )]
+    DiedDuringTurn {
+        /// The node.
+        node: String,
+        /// The sandbox (short id).
+        sandbox: String,
+        /// What became of the process (`the process is gone`, …).
+        process: &'static str,
+        /// The end of the agent's stdout and stderr.
+        log_tail: String,
+    },
+    /// The agent answered with an error, or the protocol failed.
+    #[error("node {node:?}: {source}; the agent's log ends with:\n{log_tail}")]
+    Acp {
+        /// The node.
+        node: String,
+        /// The client's error.
+        #[source]
+        source: AcpError,
+        /// The end of the agent's stdout and stderr.
+        log_tail: String,
+    },
+}
+
+#[async_trait]
+impl NodeHandler for AgentSandbox {
+    async fn run(&self, node: &Node, ctx: &NodeContext) -> Result<NodeOutcome, NodeError> {
+        let NodeSpec::AgentSandbox(fields) = &node.spec else {
+            return Err(NodeError::Invalid(format!(
+                "node {:?}: the agent_sandbox handler cannot run a {} node",
+                node.id,
+                node.node_type()
+            )));
+        };
+        let sandbox = self.nodes.sandbox_of_run(ctx, &fields.container)?;
+        let port = fields.port.unwrap_or(DEFAULT_AGENT_PORT);
+        let failed = |e: AgentSandboxError| NodeError::other(e);
+        let sandbox_failed = |step: &'static str, source: SandboxError| {
+            failed(AgentSandboxError::Sandbox {
+                node: node.id.clone(),
+                step,
+                source,
+            })
+        };
+
+        // The host side first: nothing is started if the settings are incomplete.
+        let config = ctx.config().clone();
+        let api_key = api_key(&config, ctx, &node.id).map_err(failed)?;
+        let script = read_script(&config, &node.id).await.map_err(failed)?;
+        let secret = new_secret().map_err(|message| {
+            failed(AgentSandboxError::Secret {
+                node: node.id.clone(),
+                message,
+            })
+        })?;
+        // From here on, no event of the run can show it.
+        ctx.emitter().add_secrets([secret.clone()]);
+
+        let backend = self.nodes.backend().clone();
+        let addr = cancellable(ctx, backend.endpoint(&sandbox, port))
+            .await?
+            .map_err(|source| match source {
+                SandboxError::PortNotPublished { .. } => {
+                    failed(AgentSandboxError::PortNotPublished {
+                        node: node.id.clone(),
+                        sandbox: sandbox.short().to_owned(),
+                        port,
+                    })
+                }
+                other => sandbox_failed("cannot find the agent's address", other),
+            })?;
+
+        let agent = match cancellable(ctx, AgentProcess::prepare(backend, sandbox.clone())).await? {
+            Ok(agent) => agent,
+            Err(PrepareError::MissingAgent) => {
+                return Err(failed(AgentSandboxError::MissingAgent {
+                    node: node.id.clone(),
+                    sandbox: sandbox.short().to_owned(),
+                }))
+            }
+            Err(PrepareError::Sandbox(e)) => {
+                return Err(sandbox_failed("cannot prepare the agent's directory", e))
+            }
+            Err(PrepareError::Failed(code, message)) => {
+                return Err(NodeError::Invalid(format!(
+                    "node {:?}: cannot prepare the agent's directory in sandbox {} \
+                     (exit {code}): {message}",
+                    node.id,
+                    sandbox.short()
+                )))
+            }
+        };
+
+        let launch = Launch {
+            node: &node.id,
+            sandbox: &sandbox,
+            port,
+            addr,
+            agent: &agent,
+        };
+        let result = launch
+            .run(
+                ctx,
+                LaunchSettings {
+                    config,
+                    api_key,
+                    script,
+                    secret,
+                    prompt: fields.prompt.clone(),
+                    max_turns: fields.max_turns,
+                    ready_timeout: self.ready_timeout,
+                },
+            )
+            .await;
+        // Whatever happened, this visit's agent goes: a later visit starts its own.
+        agent.stop().await;
+        result
+    }
+}
+
+/// What one launch needs besides where it happens.
+struct LaunchSettings {
+    config: Config,
+    api_key: Option<(&'static str, String)>,
+    script: Option<Vec<u8>>,
+    secret: String,
+    prompt: String,
+    max_turns: Option<u32>,
+    ready_timeout: Duration,
+}
+
+/// One visit's agent: where it runs and how it is reached.
+struct Launch<'a> {
+    node: &'a str,
+    sandbox: &'a SandboxId,
+    port: u16,
+    addr: SocketAddr,
+    agent: &'a AgentProcess,
+}
+
+impl Launch<'_> {
+    async fn run(
+        &self,
+        ctx: &NodeContext,
+        settings: LaunchSettings,
+    ) -> Result<NodeOutcome, NodeError> {
+        let LaunchSettings {
+            config,
+            api_key,
+            script,
+            secret,
+            prompt,
+            max_turns,
+            ready_timeout,
+        } = settings;
+        let failed = |e: AgentSandboxError| NodeError::other(e);
+
+        // Files first: the script (for `scripted`), then the settings.
+        let mut agent_config = sandbox_config(&config);
+        if let Some(script) = &script {
+            let path = cancellable(ctx, self.agent.upload("script.json", script))
+                .await?
+                .map_err(|e| {
+                    failed(self.sandbox_error("cannot upload the provider's script", e))
+                })?;
+            agent_config.provider.script = Some(PathBuf::from(path));
+        }
+        let settings_file = toml::to_string(&agent_config).map_err(|e| {
+            NodeError::Invalid(format!(
+                "node {:?}: cannot write the agent's settings: {e}",
+                self.node
+            ))
+        })?;
+        let config_path = cancellable(
+            ctx,
+            self.agent.upload("config.toml", settings_file.as_bytes()),
+        )
+        .await?
+        .map_err(|e| failed(self.sandbox_error("cannot upload the agent's settings", e)))?;
+
+        let env = launch_env(&agent_config, api_key, &secret);
+        let argv = vec![
+            AGENT_PROGRAM.to_owned(),
+            "--addr".to_owned(),
+            format!("0.0.0.0:{}", self.port),
+            "--workspace".to_owned(),
+            self.agent.workspace().to_owned(),
+            "--config".to_owned(),
+            config_path,
+        ];
+        cancellable(ctx, self.agent.launch(argv, env))
+            .await?
+            .map_err(|e| failed(self.sandbox_error("cannot start the agent", e)))?;
+        tracing::debug!(
+            node = self.node,
+            sandbox = %self.sandbox.short(),
+            addr = %self.addr,
+            "agent started; waiting for it to answer"
+        );
+
+        // Ready: it answers `initialize`, unless it dies or time runs out first.
+        let ready = tokio::select! {
+            ready = wait_ready(self.addr, ready_timeout) => ready,
+            () = self.agent.exited(WATCH_INTERVAL) => {
+                return Err(failed(AgentSandboxError::ExitedEarly {
+                    node: self.node.to_owned(),
+                    sandbox: self.sandbox.short().to_owned(),
+                    port: self.port,
+                    log_tail: self.agent.log_tail().await,
+                }));
+            }
+            () = ctx.cancel().cancelled() => return Err(NodeError::Cancelled),
+        };
+        if let Err(e) = ready {
+            let (waited, last_error) = match e {
+                AcpError::NotReady {
+                    waited, last_error, ..
+                } => (waited, last_error),
+                other => (ready_timeout, other.to_string()),
+            };
+            let log_tail = self.agent.log_tail().await;
+            if self.agent.status().await.ok() == Some(AgentStatus::Exited) {
+                return Err(failed(AgentSandboxError::ExitedEarly {
+                    node: self.node.to_owned(),
+                    sandbox: self.sandbox.short().to_owned(),
+                    port: self.port,
+                    log_tail,
+                }));
+            }
+            return Err(failed(AgentSandboxError::NotReady {
+                node: self.node.to_owned(),
+                sandbox: self.sandbox.short().to_owned(),
+                port: self.port,
+                waited,
+                last_error,
+                log_tail,
+            }));
+        }
+
+        // The turn, its events teed into the run in the order they arrive.
+        let prompt = Prompt::new(prompt, self.agent.workspace())
+            .secret(secret)
+            .max_turns(max_turns.unwrap_or(config.agent.max_turns))
+            .cancel_grace(CANCEL_GRACE);
+        let mut relay = Relay::new(ctx);
+        let turn = run_prompt_at(
+            self.addr,
+            prompt,
+            |event| relay.take(event),
+            ctx.cancel().clone(),
+        )
+        .await;
+        if let Some(e) = relay.failure {
+            return Err(NodeError::Event(e));
+        }
+        match turn {
+            Ok(outcome) => Ok(node_outcome(outcome)),
+            Err(AcpError::ClosedDuringTurn) | Err(AcpError::Closed { .. }) => {
+                let process = match self.agent.status().await {
+                    Ok(AgentStatus::Exited) => "the agent process is gone",
+                    Ok(_) => "the agent process is still running",
+                    Err(_) => "the sandbox cannot be asked about the agent process",
+                };
+                Err(failed(AgentSandboxError::DiedDuringTurn {
+                    node: self.node.to_owned(),
+                    sandbox: self.sandbox.short().to_owned(),
+                    process,
+                    log_tail: self.agent.log_tail().await,
+                }))
+            }
+            Err(source) => Err(failed(AgentSandboxError::Acp {
+                node: self.node.to_owned(),
+                source,
+                log_tail: self.agent.log_tail().await,
+            })),
+        }
+    }
+
+    fn sandbox_error(&self, step: &'static str, source: SandboxError) -> AgentSandboxError {
+        AgentSandboxError::Sandbox {
+            node: self.node.to_owned(),
+            step,
+            source,
+        }
+    }
+}
+
+/// Re-emits the agent's events as this run's, tagged with the node.
+struct Relay {
+    emitter: boitata_core::Emitter,
+    node: String,
+    /// The first event the run could not record: the node fails with it.
+    failure: Option<SinkError>,
+}
+
+impl Relay {
+    fn new(ctx: &NodeContext) -> Self {
+        Relay {
+            emitter: ctx.emitter().clone(),
+            node: ctx.node_id().to_owned(),
+            failure: None,
+        }
+    }
+
+    fn take(&mut self, event: Event) {
+        // The agent's own run bookkeeping (its per-prompt run id and seq) stays behind;
+        // what it did becomes part of this run.
+        let relayed = matches!(
+            event.payload,
+            EventPayload::AgentMessage { .. }
+                | EventPayload::ToolCall { .. }
+                | EventPayload::ToolResult { .. }
+                | EventPayload::Usage { .. }
+                | EventPayload::ExecOutput { .. }
+        );
+        if !relayed || self.failure.is_some() {
+            return;
+        }
+        if let Err(e) = self.emitter.emit(Some(&self.node), event.payload) {
+            self.failure = Some(e);
+        }
+    }
+}
+
+/// Success iff the turn ended with `end_turn`; the output is the final message.
+fn node_outcome(outcome: PromptOutcome) -> NodeOutcome {
+    let PromptOutcome {
+        final_message,
+        stop_reason,
+        ..
+    } = outcome;
+    if stop_reason == StopReason::EndTurn {
+        return NodeOutcome::success(final_message);
+    }
+    if final_message.trim().is_empty() {
+        NodeOutcome::failure(format!("the agent's turn ended with {stop_reason}"))
+    } else {
+        NodeOutcome::failure(final_message)
+    }
+}
+
+/// Awaits `work` unless the node is cancelled first.
+async fn cancellable<T>(
+    ctx: &NodeContext,
+    work: impl std::future::Future<Output = T>,
+) -> Result<T, NodeError> {
+    tokio::select! {
+        () = ctx.cancel().cancelled() => Err(NodeError::Cancelled),
+        done = work => Ok(done),
+    }
+}
+
+/// The provider's key variable and value, when it needs one.
+fn api_key(
+    config: &Config,
+    ctx: &NodeContext,
+    node: &str,
+) -> Result<Option<(&'static str, String)>, AgentSandboxError> {
+    let Some(variable) = config.provider.kind.api_key_variable() else {
+        return Ok(None);
+    };
+    match config
+        .provider
+        .api_key
+        .clone()
+        .or_else(|| ctx.env_var(variable))
+    {
+        Some(key) => Ok(Some((variable, key))),
+        None => Err(AgentSandboxError::MissingApiKey {
+            node: node.to_owned(),
+            provider: config.provider.kind.as_str(),
+            variable,
+        }),
+    }
+}
+
+/// The `scripted` provider's script, read on the host.
+async fn read_script(config: &Config, node: &str) -> Result<Option<Vec<u8>>, AgentSandboxError> {
+    if config.provider.kind != ProviderKind::Scripted {
+        return Ok(None);
+    }
+    let Some(path) = &config.provider.script else {
+        return Err(AgentSandboxError::Script {
+            node: node.to_owned(),
+            message: "the scripted provider needs a script file: set BOITATA_SCRIPT, \
+                      --script, or provider.script in the config"
+                .to_owned(),
+        });
+    };
+    tokio::fs::read(path)
+        .await
+        .map(Some)
+        .map_err(|e| AgentSandboxError::Script {
+            node: node.to_owned(),
+            message: format!(
+                "cannot read the scripted provider's script {}: {e}",
+                path.display()
+            ),
+        })
+}
+
+/// 32 random bytes from the operating system, as 64 hex digits.
+fn new_secret() -> Result<String, String> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).map_err(|e| e.to_string())?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// The run's settings as the agent in the sandbox gets them: no secret (the API key
+/// is never serialized; the server's token and the data dir are dropped), and the
+/// model's URL reachable from the sandbox. The script path is set once uploaded.
+fn sandbox_config(config: &Config) -> Config {
+    let mut agent = config.clone();
+    agent.server = ServerConfig::default();
+    agent.data_dir = None;
+    agent.source = None;
+    agent.provider.api_key = None;
+    agent.provider.script = None;
+    agent.provider.base_url = agent
+        .provider
+        .base_url
+        .as_deref()
+        .map(reachable_from_sandbox);
+    agent
+}
+
+/// The agent's launch environment: the provider settings, its API key, the secret.
+fn launch_env(
+    config: &Config,
+    api_key: Option<(&'static str, String)>,
+    secret: &str,
+) -> BTreeMap<String, String> {
+    let mut env = BTreeMap::new();
+    env.insert(SECRET_VARIABLE.to_owned(), secret.to_owned());
+    env.insert(
+        "BOITATA_PROVIDER".to_owned(),
+        config.provider.kind.as_str().to_owned(),
+    );
+    env.insert(
+        "BOITATA_MODEL".to_owned(),
+        config.provider.model_or_default(),
+    );
+    if let Some(url) = &config.provider.base_url {
+        env.insert("BOITATA_BASE_URL".to_owned(), url.clone());
+    }
+    if let Some(script) = &config.provider.script {
+        env.insert("BOITATA_SCRIPT".to_owned(), script.display().to_string());
+    }
+    if let Some((variable, key)) = api_key {
+        env.insert(variable.to_owned(), key);
+    }
+    env
+}
+
+/// `url` with a loopback or unspecified host (`localhost`, `127.0.0.1`, `[::1]`,
+/// `0.0.0.0`) replaced by [`HOST_GATEWAY_NAME`]; any other URL unchanged.
+pub fn reachable_from_sandbox(url: &str) -> String {
+    let Ok(mut parsed) = url::Url::parse(url) else {
+        return url.to_owned();
+    };
+    let on_host = match parsed.host() {
+        Some(url::Host::Domain(name)) => {
+            let name = name.trim_end_matches('.').to_ascii_lowercase();
+            name == "localhost" || name.ends_with(".localhost")
+        }
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback() || ip.is_unspecified(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback() || ip.is_unspecified(),
+        None => false,
+    };
+    if !on_host || parsed.set_host(Some(HOST_GATEWAY_NAME)).is_err() {
+        return url.to_owned();
+    }
+    parsed.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_model_urls_point_at_the_host_gateway() {
+        for (url, expected) in [
+            (
+                "http://127.0.0.1:11434/v1",
+                "http://host.docker.internal:11434/v1",
+            ),
+            (
+                "http://localhost:8080/v1",
+                "http://host.docker.internal:8080/v1",
+            ),
+            ("http://[::1]:9000/", "http://host.docker.internal:9000/"),
+            (
+                "http://0.0.0.0:1234/v1",
+                "http://host.docker.internal:1234/v1",
+            ),
+            ("https://api.openai.com/v1", "https://api.openai.com/v1"),
+            ("http://10.0.0.5:8000/v1", "http://10.0.0.5:8000/v1"),
+            ("not a url", "not a url"),
+        ] {
+            assert_eq!(reachable_from_sandbox(url), expected, "{url}");
+        }
+    }
+
+    #[test]
+    fn secrets_are_fresh_hex() {
+        let a = new_secret().unwrap();
+        let b = new_secret().unwrap();
+        assert_eq!(a.len(), 64);
+        assert!(a.chars().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn the_agent_settings_hold_no_secret() {
+        let mut config = Config::default();
+        config.provider.api_key = Some("sk-test-0123456789abcdefghij".into());
+        config.server.api_token = Some("server-token-123456".into());
+        config.provider.base_url = Some("http://127.0.0.1:9/v1".into());
+        config.data_dir = Some("/home/me/.local/share/boitata".into());
+        let text = toml::to_string(&sandbox_config(&config)).unwrap();
+        assert!(!text.contains("sk-test"), "{text}");
+        assert!(!text.contains("server-token"), "{text}");
+        assert!(!text.contains("/home/me"), "{text}");
+        assert!(text.contains("http://host.docker.internal:9/v1"), "{text}");
+        let back: Config = toml::from_str(&text).unwrap();
+        assert_eq!(back.agent, config.agent);
+        assert_eq!(back.tools, config.tools);
+    }
+
+    #[test]
+    fn the_launch_environment_carries_the_provider_key_and_secret() {
+        let mut config = Config::default();
+        config.provider.kind = ProviderKind::Scripted;
+        config.provider.script = Some("/tmp/boitata-agent.x/script.json".into());
+        let env = launch_env(&config, None, "s3cr3t-s3cr3t");
+        assert_eq!(env[SECRET_VARIABLE], "s3cr3t-s3cr3t");
+        assert_eq!(env["BOITATA_PROVIDER"], "scripted");
+        assert_eq!(env["BOITATA_SCRIPT"], "/tmp/boitata-agent.x/script.json");
+        assert!(!env.contains_key("BOITATA_BASE_URL"));
+        let env = launch_env(
+            &Config::default(),
+            Some(("OPENAI_API_KEY", "sk-x".into())),
+            "s",
+        );
+        assert_eq!(env["OPENAI_API_KEY"], "sk-x");
+        assert_eq!(env["BOITATA_PROVIDER"], "openai");
+    }
+}
