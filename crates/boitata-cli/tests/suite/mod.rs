@@ -1,8 +1,8 @@
 mod blueprint_run;
 mod blueprint_validate;
-mod remote_run;
 mod containerized_secrets;
 mod containerized_task;
+mod remote_run;
 mod run_local;
 mod sandbox_checkout;
 mod sandbox_daemon;
