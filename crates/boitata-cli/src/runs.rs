@@ -119,7 +119,7 @@ pub(crate) fn mark_interrupted_runs(store: &Arc<RunStore>) -> Result<Vec<RunReco
     let mut marked = Vec::new();
     for run in store.live_runs().map_err(CliError::failed)? {
         let Some(pid) = run.owner_pid else { continue };
-        if pid == std::process::id() || boitata_orchestrator::process::alive(pid, None) {
+        if !run.owner_gone() {
             continue;
         }
         let next = store.last_seq(&run.id).map_err(CliError::failed)? + 1;

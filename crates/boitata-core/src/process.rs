@@ -465,6 +465,30 @@ pub fn cut_marker(cut_bytes: u64) -> String {
     format!("\n[... {cut_bytes} bytes cut ...]\n")
 }
 
+/// Where a process id means something: the host name and this process's PID
+/// namespace (e.g. `vm pid:[4026531836]`). A pid recorded under another scope cannot
+/// be judged from here: it may be alive in a namespace this process cannot see.
+pub fn owner_scope() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .map(|h| h.trim().to_owned())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "unknown".to_owned());
+    match std::fs::read_link("/proc/self/ns/pid") {
+        Ok(ns) => format!("{host} {}", ns.display()),
+        Err(_) => host,
+    }
+}
+
+/// Whether process `pid` exists here and is not a zombie (from `/proc/PID/stat`).
+pub fn pid_alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| parse_stat(&stat))
+        .is_some_and(|(state, _)| state != 'Z' && state != 'X')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

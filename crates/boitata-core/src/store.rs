@@ -46,6 +46,7 @@ CREATE TABLE IF NOT EXISTS runs (
     status      TEXT NOT NULL,
     error       TEXT,
     owner_pid   INTEGER,
+    owner_scope TEXT,
     created_at  TEXT NOT NULL,
     finished_at TEXT
 );
@@ -84,10 +85,28 @@ pub struct RunRecord {
     pub error: Option<String>,
     /// The process that executes the run (for telling a live run from an orphan).
     pub owner_pid: Option<u32>,
+    /// Where `owner_pid` means something ([`crate::process::owner_scope`]).
+    #[serde(default, skip_serializing)]
+    pub owner_scope: Option<String>,
     /// When it was created (RFC 3339 UTC).
     pub created_at: DateTime<Utc>,
     /// When it ended.
     pub finished_at: Option<DateTime<Utc>>,
+}
+
+impl RunRecord {
+    /// True when the run's owner process is known to be gone: it was recorded in this
+    /// host and PID namespace and no such process runs now. False when it runs, or
+    /// when it cannot be judged from here (no owner, another scope).
+    pub fn owner_gone(&self) -> bool {
+        let Some(pid) = self.owner_pid else {
+            return false;
+        };
+        if self.owner_scope.as_deref() != Some(crate::process::owner_scope().as_str()) {
+            return false;
+        }
+        pid != std::process::id() && !crate::process::pid_alive(pid)
+    }
 }
 
 /// What [`RunStore::create_run`] needs.
@@ -233,6 +252,18 @@ impl RunStore {
         conn.pragma_update(None, "foreign_keys", "ON")
             .map_err(wrap)?;
         conn.execute_batch(SCHEMA).map_err(wrap)?;
+        // Stores made before `owner_scope` existed get the column (NULL: unknown scope).
+        let has_scope: i64 = conn
+            .query_row(
+                "SELECT COUNT(*) FROM pragma_table_info('runs') WHERE name = 'owner_scope'",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(wrap)?;
+        if has_scope == 0 {
+            conn.execute_batch("ALTER TABLE runs ADD COLUMN owner_scope TEXT")
+                .map_err(wrap)?;
+        }
         Ok(RunStore {
             path: path.to_path_buf(),
             conn: Mutex::new(conn),
@@ -285,11 +316,13 @@ impl RunStore {
         let status = new.status.unwrap_or(RunStatus::Running);
         let params = serde_json::Value::Object(new.params.clone()).to_string();
         let created = now_text();
+        // The owner is this process or one it speaks for, in this PID namespace.
+        let scope = new.owner_pid.map(|_| crate::process::owner_scope());
         self.with_conn(|c| {
             c.execute(
-                "INSERT INTO runs (id, blueprint, task, params, workspace, status, owner_pid, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                params![id, new.blueprint, new.task, params, new.workspace, status.as_str(), new.owner_pid, created],
+                "INSERT INTO runs (id, blueprint, task, params, workspace, status, owner_pid, owner_scope, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                params![id, new.blueprint, new.task, params, new.workspace, status.as_str(), new.owner_pid, scope, created],
             )
         })?;
         self.run(&id)
@@ -412,8 +445,8 @@ impl RunStore {
     pub fn set_owner_pid(&self, id: &str, pid: u32) -> Result<(), StoreError> {
         self.with_conn(|c| {
             c.execute(
-                "UPDATE runs SET owner_pid = ?2 WHERE id = ?1",
-                params![id, pid],
+                "UPDATE runs SET owner_pid = ?2, owner_scope = ?3 WHERE id = ?1",
+                params![id, pid, crate::process::owner_scope()],
             )
         })?;
         Ok(())
@@ -501,7 +534,7 @@ impl EventSink for RunStore {
 }
 
 const RUN_COLUMNS: &str =
-    "id, blueprint, task, params, workspace, status, error, owner_pid, created_at, finished_at";
+    "id, blueprint, task, params, workspace, status, error, owner_pid, created_at, finished_at, owner_scope";
 
 struct RawRun {
     id: String,
@@ -512,6 +545,7 @@ struct RawRun {
     status: String,
     error: Option<String>,
     owner_pid: Option<i64>,
+    owner_scope: Option<String>,
     created_at: String,
     finished_at: Option<String>,
 }
@@ -529,6 +563,7 @@ impl RawRun {
             owner_pid: row.get(7)?,
             created_at: row.get(8)?,
             finished_at: row.get(9)?,
+            owner_scope: row.get(10)?,
         })
     }
 
@@ -559,6 +594,7 @@ impl RawRun {
             status,
             error: self.error,
             owner_pid: self.owner_pid.and_then(|p| u32::try_from(p).ok()),
+            owner_scope: self.owner_scope,
             created_at,
             finished_at: self.finished_at.as_deref().and_then(parse_ts),
         })
@@ -678,5 +714,40 @@ mod tests {
         assert!(orphan
             .emit(None, EventPayload::AgentMessage { text: "x".into() })
             .is_err());
+    }
+
+    #[test]
+    fn an_owner_is_gone_only_when_judged_in_its_own_scope() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = RunStore::open(dir.path()).unwrap();
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let gone = store
+            .create_run(&NewRun {
+                owner_pid: Some(dead),
+                ..NewRun::default()
+            })
+            .unwrap();
+        assert!(gone.owner_gone());
+        let me = store
+            .create_run(&NewRun {
+                owner_pid: Some(std::process::id()),
+                ..NewRun::default()
+            })
+            .unwrap();
+        assert!(!me.owner_gone());
+        // The same dead pid recorded in another PID namespace cannot be judged here.
+        store
+            .with_conn(|c| {
+                c.execute(
+                    "UPDATE runs SET owner_scope = 'vm pid:[1]' WHERE id = ?1",
+                    params![gone.id],
+                )
+            })
+            .unwrap();
+        assert!(!store.run(&gone.id).unwrap().owner_gone());
+        let unowned = store.create_run(&NewRun::default()).unwrap();
+        assert!(!unowned.owner_gone());
     }
 }

@@ -1,15 +1,13 @@
 //! Facts about processes on this machine, from `/proc` (Linux): whether a sandbox's
 //! owner is still running.
 
-/// This machine's host name, as the [`LABEL_HOST`](crate::sandbox::LABEL_HOST) label
-/// records it.
+/// Where a process id means something: this machine's host name and the PID namespace
+/// of this process (e.g. `vm pid:[4026531836]`), as the
+/// [`LABEL_HOST`](crate::sandbox::LABEL_HOST) label records it. Two processes whose
+/// scopes differ cannot judge each other's pids: the reaper leaves such sandboxes
+/// alone rather than take a live owner in another PID namespace for a dead one.
 pub fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
-        .map(|h| h.trim().to_owned())
-        .ok()
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "unknown".to_owned())
+    boitata_core::process::owner_scope()
 }
 
 /// The fields of `/proc/PID/stat` after the command name: `state` is the first, the
@@ -45,6 +43,16 @@ pub fn alive(pid: u32, started: Option<u64>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_owner_scope_names_the_pid_namespace() {
+        let ns = std::fs::read_link("/proc/self/ns/pid").unwrap();
+        assert!(
+            host_name().ends_with(&format!(" {}", ns.display())),
+            "{}",
+            host_name()
+        );
+    }
 
     #[test]
     fn this_process_is_alive_and_a_finished_child_is_not() {

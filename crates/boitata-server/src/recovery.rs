@@ -46,7 +46,12 @@ pub fn recover_interrupted(
 ) -> Result<Recovery, StoreError> {
     let mut recovery = Recovery::default();
     for run in store.live_runs()? {
-        if run.owner_pid.is_some_and(owner_alive) {
+        // A pid recorded in another host or PID namespace cannot be judged from here.
+        let elsewhere = run
+            .owner_scope
+            .as_deref()
+            .is_some_and(|scope| scope != boitata_core::process::owner_scope());
+        if elsewhere || run.owner_pid.is_some_and(owner_alive) {
             recovery.live_elsewhere.push(run);
             continue;
         }

@@ -334,6 +334,34 @@ fn sandbox_gc_keeps_the_sandboxes_of_live_runs() {
         .unwrap_or_default();
     assert!(line.contains("live"), "{text}");
 
+    // From another PID namespace the owner's pid means nothing: gc must leave the
+    // sandbox alone rather than take its live owner for a dead one.
+    let unshare_available = std::process::Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc", "true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if unshare_available {
+        let gc = std::process::Command::new("unshare")
+            .args(["--pid", "--fork", "--mount-proc"])
+            .arg(assert_cmd::cargo::cargo_bin("boitata"))
+            .args(["sandbox", "gc", "--dry-run"])
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", home.path())
+            .env("BOITATA_DATA_DIR", home.path().join("data"))
+            .envs(std::env::var("DOCKER_HOST").map(|h| ("DOCKER_HOST", h)))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&gc.stdout);
+        assert_eq!(gc.status.code(), Some(0), "{text}");
+        assert!(
+            !text.contains(scope.run_id()),
+            "gc in another PID namespace would reap a live run's sandbox: {text}"
+        );
+    } else {
+        println!("skipping the other-PID-namespace check: `unshare --pid` is not permitted here");
+    }
+
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),
         nix::sys::signal::Signal::SIGTERM,
