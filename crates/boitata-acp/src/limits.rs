@@ -97,10 +97,9 @@ impl<R: AsyncRead + Unpin> AsyncRead for LineLimitedReader<R> {
         while let Some(segment) = segments.next() {
             line_bytes += segment.len();
             if line_bytes > this.max_line_bytes {
+                // The connection ends with this error, and serve_tcp logs it.
                 this.failed = true;
-                let error = this.too_long();
-                tracing::warn!("{error}");
-                return Poll::Ready(Err(error));
+                return Poll::Ready(Err(this.too_long()));
             }
             // A segment followed by another ended at a newline: a new line starts.
             if segments.peek().is_some() {
