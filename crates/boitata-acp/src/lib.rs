@@ -43,6 +43,7 @@
 
 mod client;
 mod error;
+mod limits;
 pub mod meta;
 mod secret;
 mod server;
@@ -53,5 +54,6 @@ pub use client::{
     DEFAULT_CANCEL_GRACE,
 };
 pub use error::AcpError;
+pub use limits::{AUTH_TIMEOUT, MAX_CONNECTIONS, MAX_LINE_BYTES};
 pub use meta::{AUTH_METHOD_ID, META_KEY};
 pub use server::{serve, AcpServer, TURN_SHUTDOWN_GRACE};

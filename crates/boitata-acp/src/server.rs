@@ -3,9 +3,9 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
@@ -23,11 +23,13 @@ use boitata_core::workspace::Workspace;
 use boitata_core::{Emitter, Event, EventSink, Redactor};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
+use tokio::sync::{watch, Semaphore};
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::error::AcpError;
+use crate::limits::{Limits, LineLimitedReader, LogThrottle, REPEATED_LOG_INTERVAL};
 use crate::meta::{
     max_turns_from_meta, secret_from_meta, turn_summary_meta, TurnSummary, AUTH_METHOD_ID,
 };
@@ -95,6 +97,14 @@ where
 ///
 /// When the client disconnects, or the server's shutdown token fires, running turns are
 /// cancelled and given [`TURN_SHUTDOWN_GRACE`] to answer.
+///
+/// # Limits
+///
+/// A line longer than [`MAX_LINE_BYTES`](crate::MAX_LINE_BYTES) closes the connection;
+/// with a secret, a connection not authenticated within
+/// [`AUTH_TIMEOUT`](crate::AUTH_TIMEOUT) is closed; [`AcpServer::serve_tcp`] serves at
+/// most [`MAX_CONNECTIONS`](crate::MAX_CONNECTIONS) connections at once. The `with_*`
+/// methods change them.
 #[derive(Clone)]
 pub struct AcpServer {
     inner: Arc<ServerInner>,
@@ -106,6 +116,7 @@ struct ServerInner {
     secret: Option<RunSecret>,
     redactor: Redactor,
     shutdown: CancellationToken,
+    limits: Limits,
 }
 
 impl std::fmt::Debug for AcpServer {
@@ -144,6 +155,7 @@ impl AcpServer {
                 secret: None,
                 redactor,
                 shutdown: CancellationToken::new(),
+                limits: Limits::default(),
             }),
         })
     }
@@ -172,6 +184,43 @@ impl AcpServer {
         self.rebuild(|inner| ServerInner { shutdown, ..inner })
     }
 
+    /// The same server closing a connection whose client sends a line longer than
+    /// `max_line_bytes` (without its newline). Default
+    /// [`MAX_LINE_BYTES`](crate::MAX_LINE_BYTES).
+    pub fn with_max_line_bytes(self, max_line_bytes: usize) -> Self {
+        self.with_limits(|limits| Limits {
+            max_line_bytes,
+            ..limits
+        })
+    }
+
+    /// The same server closing a connection that has not authenticated within
+    /// `auth_timeout` of connecting (only when the server has a secret). Default
+    /// [`AUTH_TIMEOUT`](crate::AUTH_TIMEOUT).
+    pub fn with_auth_timeout(self, auth_timeout: Duration) -> Self {
+        self.with_limits(|limits| Limits {
+            auth_timeout,
+            ..limits
+        })
+    }
+
+    /// The same server serving at most `max_connections` connections at once in
+    /// [`AcpServer::serve_tcp`]; one more is accepted and closed at once. Default
+    /// [`MAX_CONNECTIONS`](crate::MAX_CONNECTIONS).
+    pub fn with_max_connections(self, max_connections: usize) -> Self {
+        self.with_limits(|limits| Limits {
+            max_connections,
+            ..limits
+        })
+    }
+
+    fn with_limits(self, change: impl FnOnce(Limits) -> Limits) -> Self {
+        self.rebuild(|inner| ServerInner {
+            limits: change(inner.limits),
+            ..inner
+        })
+    }
+
     fn rebuild(self, change: impl FnOnce(ServerInner) -> ServerInner) -> Self {
         let inner = match Arc::try_unwrap(self.inner) {
             Ok(inner) => inner,
@@ -181,6 +230,7 @@ impl AcpServer {
                 secret: shared.secret.clone(),
                 redactor: shared.redactor.clone(),
                 shutdown: shared.shutdown.clone(),
+                limits: shared.limits,
             },
         };
         AcpServer {
@@ -199,15 +249,18 @@ impl AcpServer {
     }
 
     /// Serves one connection on `stream` until the client disconnects or the shutdown
-    /// token fires. Newline-delimited JSON-RPC, ACP protocol v1.
+    /// token fires, the client sends a line that is too long, or (with a secret) it has
+    /// not authenticated in time. Newline-delimited JSON-RPC, ACP protocol v1.
     ///
     /// # Errors
-    /// [`AcpError::Protocol`] when the connection fails (a broken pipe, an I/O error).
+    /// [`AcpError::Protocol`] when the connection fails (a broken pipe, an I/O error, a
+    /// line longer than the limit).
     pub async fn serve<S>(&self, stream: S) -> Result<(), AcpError>
     where
         S: AsyncRead + AsyncWrite + Send + 'static,
     {
         let (read, write) = tokio::io::split(stream);
+        let read = LineLimitedReader::new(read, self.inner.limits.max_line_bytes);
         let transport = ByteStreams::new(write.compat_write(), read.compat());
         let conn = Arc::new(Connection::new(self.inner.clone()));
         let result = Agent
@@ -263,6 +316,10 @@ impl AcpServer {
                 tokio::select! {
                     _ = cx.incoming_closed() => tracing::debug!("client closed the connection"),
                     _ = conn.cancel.cancelled() => tracing::debug!("shutting down the connection"),
+                    () = conn.authentication_deadline() => tracing::warn!(
+                        "the client did not authenticate within {:?}: closing the connection",
+                        conn.server.limits.auth_timeout
+                    ),
                 }
                 conn.close().await;
                 Ok(())
@@ -273,13 +330,21 @@ impl AcpServer {
         result.map_err(|e| AcpError::protocol(&e))
     }
 
-    /// Accepts connections on `listener` and serves each in its own task, until the
-    /// shutdown token fires; then waits for the connections to close.
+    /// Accepts connections on `listener` and serves each in its own task, at most
+    /// [`MAX_CONNECTIONS`](crate::MAX_CONNECTIONS) at once (one more is closed as soon
+    /// as it is accepted), until the shutdown token fires; then waits for the
+    /// connections to close.
     ///
     /// # Errors
-    /// None today: a failed accept or connection is logged and the server goes on.
+    /// None today: a failed accept or connection is logged and the server goes on. A
+    /// repeated accept failure (out of file descriptors, say) or refused connection is
+    /// logged once, then counted and logged at most every ten seconds.
     pub async fn serve_tcp(&self, listener: TcpListener) -> Result<(), AcpError> {
         let connections = TaskTracker::new();
+        let max_connections = self.inner.limits.max_connections;
+        let slots = Arc::new(Semaphore::new(max_connections));
+        let mut accept_failures = LogThrottle::new(REPEATED_LOG_INTERVAL);
+        let mut refusals = LogThrottle::new(REPEATED_LOG_INTERVAL);
         loop {
             let accepted = tokio::select! {
                 _ = self.inner.shutdown.cancelled() => break,
@@ -287,9 +352,22 @@ impl AcpServer {
             };
             match accepted {
                 Ok((stream, peer)) => {
+                    let Ok(slot) = slots.clone().try_acquire_owned() else {
+                        drop(stream);
+                        if let Some(unlogged) = refusals.occurred(Instant::now()) {
+                            tracing::warn!(
+                                %peer,
+                                "refused a connection: {max_connections} connections are open \
+                                 (the limit){}",
+                                and_more(unlogged, "refused")
+                            );
+                        }
+                        continue;
+                    };
                     tracing::info!(%peer, "client connected");
                     let server = self.clone();
                     connections.spawn(async move {
+                        let _slot = slot;
                         match server.serve(stream).await {
                             Ok(()) => tracing::info!(%peer, "client disconnected"),
                             Err(e) => tracing::warn!(%peer, "connection failed: {e}"),
@@ -297,8 +375,10 @@ impl AcpServer {
                     });
                 }
                 Err(e) => {
+                    if let Some(unlogged) = accept_failures.occurred(Instant::now()) {
+                        tracing::warn!("accept failed: {e}{}", and_more(unlogged, "failed"));
+                    }
                     // Out of file descriptors and the like: back off, do not spin.
-                    tracing::warn!("accept failed: {e}");
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
             }
@@ -309,10 +389,20 @@ impl AcpServer {
     }
 }
 
+/// `" (and N more failed/refused since the last report)"`, or nothing when N is 0.
+fn and_more(unlogged: u64, what: &str) -> String {
+    if unlogged == 0 {
+        String::new()
+    } else {
+        format!(" (and {unlogged} more {what} since the last report)")
+    }
+}
+
 /// One client connection's state.
 struct Connection {
     server: Arc<ServerInner>,
-    authenticated: AtomicBool,
+    /// True once the client has authenticated (from the start without a secret).
+    authenticated: watch::Sender<bool>,
     failed_authentications: AtomicU32,
     sessions: Mutex<HashMap<SessionId, Session>>,
     /// Fires when the connection ends; every turn's token is a child of it.
@@ -333,7 +423,7 @@ impl Connection {
         let cancel = server.shutdown.child_token();
         Connection {
             server,
-            authenticated: AtomicBool::new(authenticated),
+            authenticated: watch::Sender::new(authenticated),
             failed_authentications: AtomicU32::new(0),
             sessions: Mutex::new(HashMap::new()),
             cancel,
@@ -409,7 +499,7 @@ impl Connection {
             ));
         }
         if secret.matches(presented) {
-            self.authenticated.store(true, Ordering::SeqCst);
+            self.authenticated.send_replace(true);
             Ok(())
         } else {
             self.failed_authentications.fetch_add(1, Ordering::SeqCst);
@@ -421,7 +511,7 @@ impl Connection {
     }
 
     fn require_authenticated(&self, method: &str) -> Result<(), agent_client_protocol::Error> {
-        if self.authenticated.load(Ordering::SeqCst) {
+        if *self.authenticated.borrow() {
             Ok(())
         } else {
             Err(auth_error(format!(
@@ -632,6 +722,19 @@ impl Connection {
             None => {
                 tracing::debug!(session = %notification.session_id, "session/cancel for an unknown session")
             }
+        }
+    }
+
+    /// Resolves when the client has been connected for the auth timeout without
+    /// authenticating; never once it has (or when the server has no secret).
+    async fn authentication_deadline(&self) {
+        let mut authenticated = self.authenticated.subscribe();
+        let timeout = self.server.limits.auth_timeout;
+        if tokio::time::timeout(timeout, authenticated.wait_for(|done| *done))
+            .await
+            .is_ok()
+        {
+            std::future::pending::<()>().await;
         }
     }
 

@@ -4,6 +4,7 @@
 mod auth;
 mod cancel;
 mod connection;
+mod limits;
 mod round_trip;
 mod session_cwd;
 mod support;

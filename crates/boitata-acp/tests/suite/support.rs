@@ -114,6 +114,15 @@ pub(super) struct TestAgent {
 impl TestAgent {
     /// Starts serving at once. `secret`: the run secret clients must present.
     pub(super) async fn start(turns: Vec<FakeTurn>, secret: Option<&str>) -> TestAgent {
+        Self::start_with(turns, secret, |server| server).await
+    }
+
+    /// Like [`TestAgent::start`], with the server changed by `configure` first (limits).
+    pub(super) async fn start_with(
+        turns: Vec<FakeTurn>,
+        secret: Option<&str>,
+        configure: impl FnOnce(AcpServer) -> AcpServer,
+    ) -> TestAgent {
         let provider = FakeProvider::new(turns);
         let workspace = tempfile::tempdir().unwrap();
         std::fs::write(workspace.path().join("README.md"), "# test\n").unwrap();
@@ -122,6 +131,7 @@ impl TestAgent {
             .unwrap()
             .with_secret(secret.map(str::to_owned))
             .with_shutdown(shutdown.clone());
+        let server = configure(server);
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let server = tokio::spawn(async move { server.serve_tcp(listener).await.unwrap() });
