@@ -162,6 +162,9 @@ pub enum RunProblem {
     Param(ParamProblem),
     /// A node has no handler (a sandbox node without a sandbox backend).
     MissingHandler(MissingHandler),
+    /// The blueprint has agent nodes and the model provider cannot be built (a
+    /// missing API key, an unreadable script): said before any sandbox is made.
+    Provider(String),
 }
 
 impl fmt::Display for RunProblem {
@@ -169,6 +172,12 @@ impl fmt::Display for RunProblem {
         match self {
             RunProblem::Param(problem) => problem.fmt(f),
             RunProblem::MissingHandler(missing) => missing.fmt(f),
+            RunProblem::Provider(message) => {
+                write!(
+                    f,
+                    "the blueprint's agent nodes need a model provider: {message}"
+                )
+            }
         }
     }
 }
@@ -189,7 +198,7 @@ impl RunError {
     pub fn missing_handlers(&self) -> impl Iterator<Item = &MissingHandler> {
         self.problems.iter().filter_map(|p| match p {
             RunProblem::MissingHandler(missing) => Some(missing),
-            RunProblem::Param(_) => None,
+            RunProblem::Param(_) | RunProblem::Provider(_) => None,
         })
     }
 
@@ -197,8 +206,30 @@ impl RunError {
     pub fn param_problems(&self) -> impl Iterator<Item = &ParamProblem> {
         self.problems.iter().filter_map(|p| match p {
             RunProblem::Param(problem) => Some(problem),
-            RunProblem::MissingHandler(_) => None,
+            RunProblem::MissingHandler(_) | RunProblem::Provider(_) => None,
         })
+    }
+}
+
+/// When `blueprint` has `agent` or `agent_sandbox` nodes, checks that the model
+/// provider can be built from `runtime` (the key is set, the script readable). Makes no
+/// request. [`Executor::run`] calls it before anything runs, so a missing key fails
+/// the run before any sandbox is made.
+///
+/// # Errors
+/// [`RunProblem::Provider`] with the provider's message.
+pub fn check_provider(blueprint: &Blueprint, runtime: &RuntimeSource) -> Result<(), RunProblem> {
+    let uses_model = blueprint
+        .nodes
+        .iter()
+        .any(|n| matches!(n.node_type(), NodeType::Agent | NodeType::AgentSandbox));
+    match runtime {
+        RuntimeSource::Config { config, env } if uses_model => {
+            boitata_core::runtime::Runtime::from_config(config.clone(), env.as_ref())
+                .map(|_| ())
+                .map_err(|e| RunProblem::Provider(e.to_string()))
+        }
+        _ => Ok(()),
     }
 }
 
@@ -348,6 +379,12 @@ impl Executor {
             .nodes
             .iter()
             .any(|n| matches!(n.node_type(), NodeType::Agent | NodeType::AgentSandbox));
+        if let Err(problem) = check_provider(blueprint, &runtime) {
+            return Err(RunError {
+                blueprint: blueprint.name.clone(),
+                problems: vec![problem],
+            });
+        }
         let (provider, model) = if uses_model {
             let config = runtime.config();
             (

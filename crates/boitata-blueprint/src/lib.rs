@@ -65,7 +65,8 @@ mod yaml;
 
 pub use diagnostic::{Diagnostics, Location, Problem, Severity};
 pub use executor::{
-    Executor, ExecutorOptions, MissingHandler, RunError, RunProblem, RunReport, RunRequest, Step,
+    check_provider, Executor, ExecutorOptions, MissingHandler, RunError, RunProblem, RunReport,
+    RunRequest, Step,
 };
 pub use load::{find, load, FindError, LoadError};
 pub use model::{

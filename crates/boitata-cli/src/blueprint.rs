@@ -145,6 +145,13 @@ pub(crate) async fn run(global: &GlobalArgs, args: RunArgs) -> Result<u8, CliErr
     if let Err(e) = executor.check_run(&blueprint, &params) {
         problems.extend(e.problems.iter().map(ToString::to_string));
     }
+    let runtime = RuntimeSource::Config {
+        config: config.clone(),
+        env: Arc::new(ProcessEnv),
+    };
+    if let Err(problem) = boitata_blueprint::check_provider(&blueprint, &runtime) {
+        problems.push(problem.to_string());
+    }
     let mut code = EXIT_USAGE;
     if let Err(e) = sandboxed.preflight(&blueprint).await {
         if problems.is_empty() {
@@ -189,10 +196,7 @@ pub(crate) async fn run(global: &GlobalArgs, args: RunArgs) -> Result<u8, CliErr
         task: args.task.clone(),
         params,
         workspace,
-        runtime: RuntimeSource::Config {
-            config,
-            env: Arc::new(ProcessEnv),
-        },
+        runtime,
         emitter: local.emitter.clone(),
         cancel: local.cancel.clone(),
     };

@@ -12,7 +12,9 @@ use boitata_core::provider::{
 use boitata_core::runtime::Runtime;
 use boitata_core::{EventPayload, RunStatus};
 
-use super::support::{path, Harness};
+use boitata_blueprint::{Executor, NodeHandlers, RunProblem};
+
+use super::support::{blueprint, path, Harness};
 
 /// Answers each request with `reply(prompt)`, or keeps calling a tool when `loop_tools`.
 struct FakeModel {
@@ -251,23 +253,27 @@ nodes:
 }
 
 #[tokio::test]
-async fn an_agent_node_whose_provider_cannot_be_built_fails_the_run_naming_the_node() {
-    // No key in the run's environment: building the provider fails at the agent node.
+async fn an_agent_blueprint_whose_provider_cannot_be_built_is_refused_before_anything_runs() {
+    // No key in the run's environment: the run is refused before its first node, so a
+    // sandbox blueprint never provisions anything it would then fail to use.
     let h = Harness::new();
-    let report = h
-        .run(
-            r#"name: keyless
+    let yaml = r#"name: keyless
 entry: first
 nodes:
-  first: { type: exec, command: "echo ran" }
+  first: { type: exec, command: "touch ran-first" }
   work: { type: agent, prompt: "go" }
 edges:
   - { from: first, to: work }
-"#,
-        )
-        .await;
-    assert_eq!(path(&report), ["first", "work"]);
-    assert_eq!(report.status, RunStatus::Failed);
-    let error = report.error.unwrap();
-    assert!(error.starts_with("node \"work\": "), "{error}");
+"#;
+    let err = Executor::new(NodeHandlers::host())
+        .run(&blueprint(yaml), h.request("the task"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err.problems.as_slice(), [RunProblem::Provider(message)] if message.contains("OPENAI_API_KEY")),
+        "{err}"
+    );
+    assert!(!h.workspace.path().join("ran-first").exists(), "a node ran");
+    let events = h.recorder.events();
+    assert!(events.is_empty(), "events were emitted: {events:?}");
 }

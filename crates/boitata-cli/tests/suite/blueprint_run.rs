@@ -593,3 +593,35 @@ nodes:
         "{stderr}"
     );
 }
+
+#[test]
+fn an_agent_blueprint_without_a_key_is_refused_before_anything_runs() {
+    let home = tempfile::tempdir().unwrap();
+    let file = home.path().join("agentic.yaml");
+    std::fs::write(
+        &file,
+        "name: agentic\nentry: first\nnodes:\n  first: { type: exec, command: \"touch ran-first\" }\n  fix: { type: agent, prompt: \"fix it\" }\nedges:\n  - { from: first, to: fix }\n",
+    )
+    .unwrap();
+    let (_, stderr, code) = run_in(
+        home.path(),
+        &[
+            "t",
+            "--provider",
+            "openai",
+            "--blueprint",
+            &file.display().to_string(),
+        ],
+    );
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("OPENAI_API_KEY"), "{stderr}");
+    assert!(
+        stderr.contains("agent nodes need a model provider"),
+        "{stderr}"
+    );
+    assert!(
+        !home.path().join("ran-first").exists(),
+        "a node ran before the check"
+    );
+    no_run_recorded(home.path());
+}
