@@ -244,7 +244,9 @@ impl Scheduler {
                 tracing::info!(run = %run_id, status = %report.status, "run finished");
             }
             Err(e) => {
-                // Checked at submit; only a race with a changed handler set lands here.
+                // Params and handlers were checked at submit; what lands here is a model
+                // provider that cannot be built (no key in the server's environment):
+                // the run fails before any node or sandbox runs.
                 emitter.emit_or_log(
                     None,
                     EventPayload::RunFinished {
