@@ -213,8 +213,8 @@ impl RunError {
 
 /// When `blueprint` has `agent` or `agent_sandbox` nodes, checks that the model
 /// provider can be built from `runtime` (the key is set, the script readable). Makes no
-/// request. [`Executor::run`] calls it before anything runs, so a missing key fails
-/// the run before any sandbox is made.
+/// request. Callers (the CLI, the server) call it before [`Executor::run`], so that a
+/// missing key refuses the run before any node runs or any sandbox is made.
 ///
 /// # Errors
 /// [`RunProblem::Provider`] with the provider's message.
@@ -379,12 +379,6 @@ impl Executor {
             .nodes
             .iter()
             .any(|n| matches!(n.node_type(), NodeType::Agent | NodeType::AgentSandbox));
-        if let Err(problem) = check_provider(blueprint, &runtime) {
-            return Err(RunError {
-                blueprint: blueprint.name.clone(),
-                problems: vec![problem],
-            });
-        }
         let (provider, model) = if uses_model {
             let config = runtime.config();
             (

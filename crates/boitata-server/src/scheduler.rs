@@ -237,16 +237,25 @@ impl Scheduler {
             );
             return;
         }
-        tracing::info!(run = %run_id, blueprint = %blueprint.name, "run started");
         let emitter = request.emitter.clone();
+        if let Err(problem) = boitata_blueprint::check_provider(blueprint, &request.runtime) {
+            // No key in the server's environment, say: fail before any node or sandbox.
+            emitter.emit_or_log(
+                None,
+                EventPayload::RunFinished {
+                    status: RunStatus::Failed,
+                    error: Some(format!("{problem} (in the server's environment)")),
+                },
+            );
+            return;
+        }
+        tracing::info!(run = %run_id, blueprint = %blueprint.name, "run started");
         match self.inner.executor.run(blueprint, request).await {
             Ok(report) => {
                 tracing::info!(run = %run_id, status = %report.status, "run finished");
             }
             Err(e) => {
-                // Params and handlers were checked at submit; what lands here is a model
-                // provider that cannot be built (no key in the server's environment):
-                // the run fails before any node or sandbox runs.
+                // Checked at submit; only a race with a changed handler set lands here.
                 emitter.emit_or_log(
                     None,
                     EventPayload::RunFinished {

@@ -12,9 +12,7 @@ use boitata_core::provider::{
 use boitata_core::runtime::Runtime;
 use boitata_core::{EventPayload, RunStatus};
 
-use boitata_blueprint::{Executor, NodeHandlers, RunProblem};
-
-use super::support::{blueprint, path, Harness};
+use super::support::{path, Harness};
 
 /// Answers each request with `reply(prompt)`, or keeps calling a tool when `loop_tools`.
 struct FakeModel {
@@ -253,27 +251,23 @@ nodes:
 }
 
 #[tokio::test]
-async fn an_agent_blueprint_whose_provider_cannot_be_built_is_refused_before_anything_runs() {
-    // No key in the run's environment: the run is refused before its first node, so a
-    // sandbox blueprint never provisions anything it would then fail to use.
+async fn an_agent_node_whose_provider_cannot_be_built_fails_the_run_naming_the_node() {
+    // No key in the run's environment: building the provider fails at the agent node.
     let h = Harness::new();
-    let yaml = r#"name: keyless
+    let report = h
+        .run(
+            r#"name: keyless
 entry: first
 nodes:
-  first: { type: exec, command: "touch ran-first" }
+  first: { type: exec, command: "echo ran" }
   work: { type: agent, prompt: "go" }
 edges:
   - { from: first, to: work }
-"#;
-    let err = Executor::new(NodeHandlers::host())
-        .run(&blueprint(yaml), h.request("the task"))
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(err.problems.as_slice(), [RunProblem::Provider(message)] if message.contains("OPENAI_API_KEY")),
-        "{err}"
-    );
-    assert!(!h.workspace.path().join("ran-first").exists(), "a node ran");
-    let events = h.recorder.events();
-    assert!(events.is_empty(), "events were emitted: {events:?}");
+"#,
+        )
+        .await;
+    assert_eq!(path(&report), ["first", "work"]);
+    assert_eq!(report.status, RunStatus::Failed);
+    let error = report.error.unwrap();
+    assert!(error.starts_with("node \"work\": "), "{error}");
 }

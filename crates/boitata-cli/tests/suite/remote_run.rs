@@ -94,6 +94,8 @@ fn shape(events: &[Event]) -> Shape {
             }
         }
     }
+    // stdout and stderr are two pipes read concurrently: which comes first varies.
+    output.sort();
     (kinds, output)
 }
 
