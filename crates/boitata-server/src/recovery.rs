@@ -89,17 +89,7 @@ pub fn recover_interrupted(
 
 /// Whether `pid` is a live process on this machine, other than this one.
 fn owner_alive(pid: u32) -> bool {
-    if pid == std::process::id() {
-        return false;
-    }
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        // The state is the first field after the parenthesised command name.
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().next())
-            .is_some_and(|state| state != "Z" && state != "X"),
-        Err(_) => false,
-    }
+    pid != std::process::id() && boitata_core::process::pid_alive(pid)
 }
 
 #[cfg(test)]
