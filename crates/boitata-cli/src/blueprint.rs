@@ -9,7 +9,7 @@ use std::sync::Arc;
 use boitata_blueprint::{load, Diagnostics, LoadError, RunRequest, RuntimeSource, Validated};
 use boitata_core::config::ProcessEnv;
 use boitata_core::store::NewRun;
-use boitata_core::{Redactor, RunStatus};
+use boitata_core::RunStatus;
 use miette::{GraphicalReportHandler, GraphicalTheme};
 
 use crate::args::{BlueprintGraphArgs, BlueprintValidateArgs, GlobalArgs, RunArgs};
@@ -190,7 +190,6 @@ pub(crate) async fn run(global: &GlobalArgs, args: RunArgs) -> Result<u8, CliErr
             ..NewRun::default()
         },
         args.json,
-        Redactor::new(config.secrets()),
     )?;
     let request = RunRequest {
         task: args.task.clone(),

@@ -32,7 +32,6 @@ pub(crate) async fn run(global: &GlobalArgs, args: RunArgs) -> Result<u8, CliErr
             ..NewRun::default()
         },
         args.json,
-        runtime.redactor(),
     )?;
     let provider = runtime.provider();
     local

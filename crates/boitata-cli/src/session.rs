@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use boitata_core::config::{Config, ProcessEnv, ProviderKind};
 use boitata_core::store::{NewRun, RunStore};
-use boitata_core::{Emitter, EventPayload, Redactor, RunStatus};
+use boitata_core::{Emitter, EventPayload, RunStatus};
 use tokio_util::sync::CancellationToken;
 
 use crate::args::{GlobalArgs, RunArgs};
@@ -46,9 +46,10 @@ pub(crate) fn override_provider(
     Ok(())
 }
 
-/// Opens the run store in the configured data dir.
+/// Opens the run store in the configured data dir, redacting with the config's
+/// redactor.
 pub(crate) fn open_store(config: &Config) -> Result<Arc<RunStore>, CliError> {
-    RunStore::open(&config.data_dir_or_default())
+    RunStore::open(&config.data_dir_or_default(), config.redactor())
         .map(Arc::new)
         .map_err(CliError::usage)
 }
@@ -61,7 +62,7 @@ pub(crate) fn open_existing_store(config: &Config) -> Result<Option<Arc<RunStore
     if !path.exists() {
         return Ok(None);
     }
-    RunStore::open_file(&path)
+    RunStore::open_file(&path, config.redactor())
         .map(|s| Some(Arc::new(s)))
         .map_err(CliError::usage)
 }
@@ -80,13 +81,10 @@ impl LocalRun {
         store: Arc<RunStore>,
         mut new: NewRun,
         json: bool,
-        redactor: Redactor,
     ) -> Result<LocalRun, CliError> {
         new.owner_pid = Some(std::process::id());
-        let record = store
-            .create_run(&new.redacted(&redactor))
-            .map_err(CliError::usage)?;
-        let emitter = Emitter::new(record.id, Some(store), redactor);
+        let record = store.create_run(&new).map_err(CliError::usage)?;
+        let emitter = store.emitter(record.id);
         let renderer = Arc::new(Renderer::new(json));
         emitter.observe(renderer.clone());
         let cancel = CancellationToken::new();

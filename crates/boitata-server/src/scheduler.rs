@@ -18,7 +18,7 @@ use std::time::Duration;
 use boitata_blueprint::{Blueprint, Executor, RunRequest, RuntimeSource};
 use boitata_core::event::SinkError;
 use boitata_core::store::{NewRun, RunRecord, RunStore};
-use boitata_core::{Emitter, Event, EventPayload, EventSink, Redactor, RunStatus};
+use boitata_core::{Event, EventPayload, EventSink, RunStatus};
 use futures::FutureExt;
 use tokio::sync::{broadcast, Semaphore};
 use tokio_util::sync::CancellationToken;
@@ -75,7 +75,6 @@ pub(crate) struct SchedulerParts {
     pub(crate) store: Arc<RunStore>,
     pub(crate) executor: Executor,
     pub(crate) runtime: RuntimeSource,
-    pub(crate) redactor: Redactor,
     pub(crate) workspaces_dir: PathBuf,
     pub(crate) max_concurrent_runs: usize,
 }
@@ -90,7 +89,6 @@ struct Inner {
     store: Arc<RunStore>,
     executor: Executor,
     runtime: RuntimeSource,
-    redactor: Redactor,
     workspaces_dir: PathBuf,
     slots: Arc<Semaphore>,
     live: Mutex<HashMap<String, LiveRun>>,
@@ -105,7 +103,6 @@ impl Scheduler {
                 store: parts.store,
                 executor: parts.executor,
                 runtime: parts.runtime,
-                redactor: parts.redactor,
                 workspaces_dir: parts.workspaces_dir,
                 slots: Arc::new(Semaphore::new(parts.max_concurrent_runs.max(1))),
                 live: Mutex::new(HashMap::new()),
@@ -162,11 +159,7 @@ impl Scheduler {
         let record = tokio::task::spawn_blocking(move || store.create_run(&new)).await??;
 
         let (sender, _) = broadcast::channel(LIVE_CHANNEL_CAPACITY);
-        let emitter = Emitter::new(
-            id.clone(),
-            Some(self.inner.store.clone()),
-            self.inner.redactor.clone(),
-        );
+        let emitter = self.inner.store.emitter(id.clone());
         emitter.observe(Arc::new(BroadcastSink(sender.clone())));
         let cancel = CancellationToken::new();
         self.live().insert(

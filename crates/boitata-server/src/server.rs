@@ -13,7 +13,6 @@ use axum::Router;
 use boitata_blueprint::RuntimeSource;
 use boitata_core::config::{Config, EnvSource, ProcessEnv};
 use boitata_core::store::{RunStore, StoreError};
-use boitata_core::Redactor;
 use tokio::net::TcpListener;
 use tower_http::trace::TraceLayer;
 
@@ -171,12 +170,15 @@ impl Server {
             );
         }
 
-        let store = Arc::new(RunStore::open(&options.data_dir)?);
-        let redactor = Redactor::new(options.config.secrets());
+        // The one redactor of everything the server writes: its store, its runs'
+        // events, their recovery.
+        let store = Arc::new(RunStore::open(
+            &options.data_dir,
+            options.config.redactor(),
+        )?);
         let recovery = {
             let store = store.clone();
-            let redactor = redactor.clone();
-            tokio::task::spawn_blocking(move || recover_interrupted(&store, &redactor))
+            tokio::task::spawn_blocking(move || recover_interrupted(&store))
                 .await
                 .map_err(|e| StoreError::Corrupt {
                     path: options.data_dir.clone(),
@@ -260,7 +262,6 @@ impl Server {
                 config: options.config.clone(),
                 env: options.env.clone(),
             },
-            redactor,
             workspaces_dir: options.data_dir.join("workspaces"),
             max_concurrent_runs: options.config.server.max_concurrent_runs,
         });
