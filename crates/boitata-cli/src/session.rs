@@ -67,6 +67,15 @@ pub(crate) fn open_existing_store(config: &Config) -> Result<Option<Arc<RunStore
         .map_err(CliError::usage)
 }
 
+/// The warning a run started as root prints once on stderr, if `is_root`.
+fn root_warning(is_root: bool) -> Option<&'static str> {
+    is_root.then_some(
+        "warning: boitata runs as root: the agent's commands run as root on this machine and can \
+         read any process's memory and environment (secrets are masked in what the model sees, \
+         not kept from the commands); run it as an ordinary user, or in a sandbox (--blueprint)",
+    )
+}
+
 /// A run in progress in this process.
 pub(crate) struct LocalRun {
     pub(crate) emitter: Emitter,
@@ -83,6 +92,9 @@ impl LocalRun {
         json: bool,
     ) -> Result<LocalRun, CliError> {
         new.owner_pid = Some(std::process::id());
+        if let Some(warning) = root_warning(boitata_core::process::running_as_root()) {
+            let _ = writeln!(std::io::stderr(), "{warning}");
+        }
         let record = store.create_run(&new).map_err(CliError::usage)?;
         let emitter = store.emitter(record.id);
         let renderer = Arc::new(Renderer::new(json));
