@@ -21,6 +21,7 @@ use crate::backends::Backends;
 use crate::catalog::{BlueprintCatalog, CatalogError, Rejected};
 use crate::host_guard::{self, HostPolicy};
 use crate::recovery::{recover_interrupted, Recovery};
+use crate::request_log::RequestSpan;
 use crate::scheduler::{Scheduler, SchedulerParts};
 use crate::state::AppState;
 use crate::{api, sse, ui};
@@ -356,6 +357,6 @@ pub fn app(state: AppState) -> Router {
         .fallback(api::not_found)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(from_fn_with_state(state.clone(), host_guard::check_host))
-        .layer(TraceLayer::new_for_http())
+        .layer(TraceLayer::new_for_http().make_span_with(RequestSpan))
         .with_state(state)
 }
