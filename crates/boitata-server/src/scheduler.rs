@@ -120,8 +120,9 @@ impl Scheduler {
     /// task. Returns the run as recorded.
     ///
     /// # Errors
-    /// [`AppError::Unprocessable`] when the params are wrong or a node has no handler
-    /// here (nothing is recorded then); [`AppError::Unavailable`] while shutting down;
+    /// [`AppError::Unprocessable`] when the params are wrong, a node has no handler
+    /// here, or the blueprint has agent nodes and the server's provider cannot be built
+    /// (no key; nothing is recorded then); [`AppError::Unavailable`] while shutting down;
     /// [`AppError::Internal`] when the store fails.
     pub(crate) async fn submit(
         &self,
@@ -140,6 +141,11 @@ impl Scheduler {
             .map_err(|e| AppError::Unprocessable(e.to_string()))?;
         boitata_blueprint::params::resolve(&blueprint, &params)
             .map_err(|e| AppError::Unprocessable(e.to_string()))?;
+        // No key in the server's environment, say: refuse now, recording nothing,
+        // rather than accept a run that can only fail.
+        boitata_blueprint::check_provider(&blueprint, &self.inner.runtime).map_err(|problem| {
+            AppError::Unprocessable(format!("{problem} (in the server's environment)"))
+        })?;
 
         let id = new_run_id();
         let workspace = self.inner.workspaces_dir.join(&id);
@@ -231,17 +237,6 @@ impl Scheduler {
             return;
         }
         let emitter = request.emitter.clone();
-        if let Err(problem) = boitata_blueprint::check_provider(blueprint, &request.runtime) {
-            // No key in the server's environment, say: fail before any node or sandbox.
-            emitter.emit_or_log(
-                None,
-                EventPayload::RunFinished {
-                    status: RunStatus::Failed,
-                    error: Some(format!("{problem} (in the server's environment)")),
-                },
-            );
-            return;
-        }
         tracing::info!(run = %run_id, blueprint = %blueprint.name, "run started");
         match self.inner.executor.run(blueprint, request).await {
             Ok(report) => {
