@@ -15,7 +15,7 @@ use agent_client_protocol::v1::schema::{
     SessionNotification, StopReason,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
-use agent_client_protocol::{Agent, ByteStreams, Client, ErrorCode};
+use agent_client_protocol::{Agent, Client, ErrorCode};
 use boitata_core::agent::{AgentError, AgentOutcome, AgentStop};
 use boitata_core::event::SinkError;
 use boitata_core::runtime::Runtime;
@@ -24,17 +24,17 @@ use boitata_core::{Emitter, Event, EventSink, Redactor};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
-use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::error::AcpError;
-use crate::limits::{Limits, LineLimitedReader, LogThrottle, REPEATED_LOG_INTERVAL};
+use crate::limits::{Limits, LogThrottle, Peer, REPEATED_LOG_INTERVAL};
 use crate::meta::{
     max_turns_from_meta, secret_from_meta, turn_summary_meta, TurnSummary, AUTH_METHOD_ID,
 };
 use crate::secret::RunSecret;
 use crate::update::session_update;
+use crate::wire::line_transport;
 
 /// How long running turns get to answer `cancelled` when their connection closes or
 /// the server shuts down.
@@ -259,9 +259,7 @@ impl AcpServer {
     where
         S: AsyncRead + AsyncWrite + Send + 'static,
     {
-        let (read, write) = tokio::io::split(stream);
-        let read = LineLimitedReader::new(read, self.inner.limits.max_line_bytes);
-        let transport = ByteStreams::new(write.compat_write(), read.compat());
+        let transport = line_transport(stream, self.inner.limits.max_line_bytes, Peer::Client);
         let conn = Arc::new(Connection::new(self.inner.clone()));
         let result = Agent
             .v1()
