@@ -165,7 +165,14 @@ async fn the_python_sdk_with_its_default_environment_is_told_the_key_is_missing(
         .arg(client_script())
         .args(["stdio", "--expect-refusal", "--default-env", "--cwd"])
         .arg(scenario.workspace())
-        .args(["--prompt", "hi", "--", agent_bin(), "--stdio", "--workspace"])
+        .args([
+            "--prompt",
+            "hi",
+            "--",
+            agent_bin(),
+            "--stdio",
+            "--workspace",
+        ])
         .arg(scenario.workspace())
         .arg("--config")
         .arg(scenario.config())
