@@ -724,7 +724,7 @@ mod tests {
             )
             .unwrap();
         let events = store.events(&stored.id, 0).unwrap();
-        assert_eq!(events[0].to_json_line().contains("hunter2"), false);
+        assert!(!events[0].to_json_line().contains("hunter2"));
         store
             .set_status(
                 &stored.id,
