@@ -67,6 +67,14 @@ pub(crate) fn open_existing_store(config: &Config) -> Result<Option<Arc<RunStore
         .map_err(CliError::usage)
 }
 
+/// Says once on stderr that the run's in-process agent runs as root, if it does: its
+/// commands can then read every process's environment, keys included.
+pub(crate) fn warn_if_root() {
+    if let Some(warning) = root_warning(boitata_core::process::running_as_root()) {
+        let _ = writeln!(std::io::stderr(), "{warning}");
+    }
+}
+
 /// The warning a run started as root prints once on stderr, if `is_root`.
 fn root_warning(is_root: bool) -> Option<&'static str> {
     is_root.then_some(
@@ -92,9 +100,6 @@ impl LocalRun {
         json: bool,
     ) -> Result<LocalRun, CliError> {
         new.owner_pid = Some(std::process::id());
-        if let Some(warning) = root_warning(boitata_core::process::running_as_root()) {
-            let _ = writeln!(std::io::stderr(), "{warning}");
-        }
         let record = store.create_run(&new).map_err(CliError::usage)?;
         let emitter = store.emitter(record.id);
         let renderer = Arc::new(Renderer::new(json));

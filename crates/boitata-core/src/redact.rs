@@ -26,7 +26,7 @@
 
 use std::sync::{Arc, LazyLock};
 
-use regex::Regex;
+use regex::{Regex, RegexSet};
 
 /// The text that replaces a secret.
 pub const REDACTED: &str = "[REDACTED]";
@@ -123,6 +123,11 @@ static COMPILED_SHAPES: LazyLock<Vec<Regex>> = LazyLock::new(|| {
         .collect()
 });
 
+/// All of [`COMPILED_SHAPES`] in one automaton: most text holds no credential, and one
+/// pass says so (the hot path: every event string, every tool result).
+static ANY_SHAPE: LazyLock<Option<RegexSet>> =
+    LazyLock::new(|| RegexSet::new(CREDENTIAL_SHAPES.iter().map(|shape| shape.pattern)).ok());
+
 /// Replaces known secret values, and strings shaped like credentials
 /// ([`CREDENTIAL_SHAPES`], URL passwords), with [`REDACTED`]. Cheap to clone.
 #[derive(Debug, Clone, Default)]
@@ -174,7 +179,11 @@ impl Redactor {
                 out = out.replace(secret.as_str(), REDACTED);
             }
         }
-        for pattern in COMPILED_SHAPES.iter() {
+        let matched: Vec<usize> = match ANY_SHAPE.as_ref() {
+            Some(set) => set.matches(&out).into_iter().collect(),
+            None => (0..COMPILED_SHAPES.len()).collect(),
+        };
+        for pattern in matched.iter().filter_map(|&i| COMPILED_SHAPES.get(i)) {
             if pattern.is_match(&out) {
                 out = pattern
                     .replace_all(&out, |caps: &regex::Captures<'_>| {
@@ -208,6 +217,7 @@ mod tests {
             assert!(Regex::new(shape.pattern).is_ok(), "{}", shape.name);
         }
         assert_eq!(COMPILED_SHAPES.len(), CREDENTIAL_SHAPES.len());
+        assert!(ANY_SHAPE.is_some());
     }
 
     #[test]
