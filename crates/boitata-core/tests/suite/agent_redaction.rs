@@ -206,3 +206,32 @@ async fn a_failing_command_is_redacted_for_the_model() {
     .await;
     assert!(seen.contains("[REDACTED]"), "{seen}");
 }
+
+#[tokio::test]
+async fn file_edit_and_file_write_results_are_redacted_for_the_model() {
+    // A failed edit quotes nothing of the file; a good one names the path only. Either
+    // way nothing secret reaches the model (model_sees checks every request).
+    let failed = model_sees(
+        "file_edit",
+        serde_json::json!({"path": "notes.txt", "old_string": "absent", "new_string": "x"}),
+    )
+    .await;
+    assert!(failed.starts_with("error:"), "{failed}");
+    let written = model_sees(
+        "file_write",
+        serde_json::json!({"path": "out.txt", "content": "plain"}),
+    )
+    .await;
+    assert!(written.contains("out.txt"), "{written}");
+}
+
+#[tokio::test]
+async fn git_commit_output_is_redacted_for_the_model() {
+    // The untracked file's name holds the secret; committing everything lists it.
+    let seen = model_sees(
+        "git_commit",
+        serde_json::json!({"message": "save work", "all": true}),
+    )
+    .await;
+    assert!(seen.contains("[REDACTED].txt"), "{seen}");
+}
