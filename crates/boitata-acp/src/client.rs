@@ -14,19 +14,20 @@ use agent_client_protocol::v1::schema::{
     NewSessionRequest, PromptRequest, PromptResponse, SessionId, SessionNotification,
     SessionUpdate,
 };
-use agent_client_protocol::{ByteStreams, Client, ErrorCode};
+use agent_client_protocol::{Client, ErrorCode};
 use boitata_core::{Event, EventPayload};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
-use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{describe, AcpError};
+use crate::limits::{Peer, MAX_LINE_BYTES};
 use crate::meta::{
     event_from_meta, final_message_from_meta, max_turns_meta, secret_meta, AUTH_METHOD_ID,
 };
 use crate::update::update_meta;
+use crate::wire::line_transport;
 
 /// How long a turn gets to end after `session/cancel`, unless the [`Prompt`] says.
 pub const DEFAULT_CANCEL_GRACE: Duration = Duration::from_secs(30);
@@ -206,8 +207,7 @@ pub async fn wait_ready(addr: SocketAddr, timeout: Duration) -> Result<(), AcpEr
 
 /// One `initialize` exchange with the agent at `addr`.
 async fn probe(addr: SocketAddr) -> Result<(), AcpError> {
-    let (read, write) = tokio::io::split(connect(addr).await?);
-    let transport = ByteStreams::new(write.compat_write(), read.compat());
+    let transport = line_transport(connect(addr).await?, MAX_LINE_BYTES, Peer::Agent);
     Client
         .v1()
         .name("boitata-probe")
@@ -275,8 +275,7 @@ pub async fn run_prompt<S>(
 where
     S: AsyncRead + AsyncWrite + Send + 'static,
 {
-    let (read, write) = tokio::io::split(stream);
-    let transport = ByteStreams::new(write.compat_write(), read.compat());
+    let transport = line_transport(stream, MAX_LINE_BYTES, Peer::Agent);
     let (updates_tx, updates_rx) = mpsc::unbounded_channel::<SessionNotification>();
     // The step under way, to name it when the connection fails underneath it.
     let stage: Mutex<&'static str> = Mutex::new("initialize");

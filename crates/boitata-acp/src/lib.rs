@@ -48,6 +48,7 @@ pub mod meta;
 mod secret;
 mod server;
 pub mod update;
+mod wire;
 
 pub use client::{
     connect, run_prompt, run_prompt_at, wait_ready, Prompt, PromptOutcome, StopReason,
@@ -57,3 +58,4 @@ pub use error::AcpError;
 pub use limits::{AUTH_TIMEOUT, MAX_CONNECTIONS, MAX_LINE_BYTES};
 pub use meta::{AUTH_METHOD_ID, META_KEY};
 pub use server::{serve, AcpServer, TURN_SHUTDOWN_GRACE};
+pub use wire::MAX_ECHO_BYTES;

@@ -9,9 +9,11 @@ use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncRead, ReadBuf};
 
-/// The longest JSON-RPC line (bytes, without its newline) a client may send. A longer
-/// line closes the connection as soon as its first `MAX_LINE_BYTES + 1` bytes have
-/// arrived, without buffering the rest; it is never parsed nor echoed back.
+/// The longest JSON-RPC line (bytes, without its newline) either side may send: a
+/// client to the agent ([`AcpServer`](crate::AcpServer)), or an agent to Boitata's
+/// client ([`run_prompt`](crate::run_prompt)). A longer line closes the connection as
+/// soon as its first `MAX_LINE_BYTES + 1` bytes have arrived, without buffering the
+/// rest; it is never parsed nor echoed back.
 pub const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
 
 /// How long a connection to an agent with a secret may stay unauthenticated (neither a
@@ -44,22 +46,42 @@ impl Default for Limits {
     }
 }
 
+/// Who is at the other end of a connection, for messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Peer {
+    /// An ACP client (an editor, Boitata's orchestrator) talking to the agent.
+    Client,
+    /// An agent answering Boitata's client.
+    Agent,
+}
+
+impl std::fmt::Display for Peer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Peer::Client => "the client",
+            Peer::Agent => "the agent",
+        })
+    }
+}
+
 /// A reader that fails (`InvalidData`) once a line grows past `max_line_bytes`, so the
 /// line reader above it never holds more than that plus one read's worth. Once failed,
 /// it stays failed.
 pub(crate) struct LineLimitedReader<R> {
     inner: R,
     max_line_bytes: usize,
+    peer: Peer,
     /// Bytes read since the last newline.
     line_bytes: usize,
     failed: bool,
 }
 
 impl<R> LineLimitedReader<R> {
-    pub(crate) fn new(inner: R, max_line_bytes: usize) -> Self {
+    pub(crate) fn new(inner: R, max_line_bytes: usize, peer: Peer) -> Self {
         LineLimitedReader {
             inner,
             max_line_bytes,
+            peer,
             line_bytes: 0,
             failed: false,
         }
@@ -69,9 +91,8 @@ impl<R> LineLimitedReader<R> {
         std::io::Error::new(
             std::io::ErrorKind::InvalidData,
             format!(
-                "the client sent a line longer than {} bytes (the agent's limit): closing the \
-                 connection",
-                self.max_line_bytes
+                "{} sent a line longer than {} bytes (the limit): closing the connection",
+                self.peer, self.max_line_bytes
             ),
         )
     }
@@ -154,7 +175,7 @@ mod tests {
     use super::*;
 
     async fn read_all(input: &[u8], max_line_bytes: usize) -> std::io::Result<Vec<u8>> {
-        let mut reader = LineLimitedReader::new(input, max_line_bytes);
+        let mut reader = LineLimitedReader::new(input, max_line_bytes, Peer::Client);
         let mut out = Vec::new();
         // Small reads, so lines straddle reads.
         let mut chunk = [0u8; 3];

@@ -15,26 +15,28 @@ use agent_client_protocol::v1::schema::{
     SessionNotification, StopReason,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
-use agent_client_protocol::{Agent, ByteStreams, Client, ErrorCode};
+use agent_client_protocol::{Agent, Client, ErrorCode};
 use boitata_core::agent::{AgentError, AgentOutcome, AgentStop};
+use boitata_core::config::Config;
 use boitata_core::event::SinkError;
+use boitata_core::provider::ProviderError;
 use boitata_core::runtime::Runtime;
 use boitata_core::workspace::Workspace;
 use boitata_core::{Emitter, Event, EventSink, Redactor};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
-use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::error::AcpError;
-use crate::limits::{Limits, LineLimitedReader, LogThrottle, REPEATED_LOG_INTERVAL};
+use crate::limits::{Limits, LogThrottle, Peer, REPEATED_LOG_INTERVAL};
 use crate::meta::{
     max_turns_from_meta, secret_from_meta, turn_summary_meta, TurnSummary, AUTH_METHOD_ID,
 };
 use crate::secret::RunSecret;
 use crate::update::session_update;
+use crate::wire::line_transport;
 
 /// How long running turns get to answer `cancelled` when their connection closes or
 /// the server shuts down.
@@ -94,6 +96,9 @@ where
 ///   Stop reasons: `end_turn`, `max_turn_requests` (the agent's `max_turns`, or
 ///   `_meta.boitata.max_turns` of the request), `cancelled`.
 /// - `session/cancel` cancels the session's running turn.
+/// - A server made with [`AcpServer::unavailable`] (its provider cannot be built)
+///   refuses `session/new` and `session/prompt` with the reason, after the
+///   authentication check.
 ///
 /// When the client disconnects, or the server's shutdown token fires, running turns are
 /// cancelled and given [`TURN_SHUTDOWN_GRACE`] to answer.
@@ -111,7 +116,11 @@ pub struct AcpServer {
 }
 
 struct ServerInner {
-    runtime: Runtime,
+    /// The provider and tools; `None` when the provider cannot be built (see
+    /// [`AcpServer::unavailable`]).
+    runtime: Option<Runtime>,
+    /// Why sessions are refused when there is no runtime.
+    unavailable: Option<Unavailable>,
     workspace_root: PathBuf,
     secret: Option<RunSecret>,
     redactor: Redactor,
@@ -136,6 +145,40 @@ impl AcpServer {
     /// # Errors
     /// [`AcpError::WorkspaceRoot`] when `workspace_root` does not resolve to a directory.
     pub fn new(runtime: Runtime, workspace_root: &Path) -> Result<Self, AcpError> {
+        let redactor = runtime.redactor();
+        Self::build(Some(runtime), None, redactor, workspace_root)
+    }
+
+    /// A server whose provider cannot be built (`problem`: no API key in its launch
+    /// environment, say). It answers `initialize` (and `authenticate`) as usual, so a
+    /// client can connect and show what is wrong, and refuses `session/new` and
+    /// `session/prompt` with `problem` in a JSON-RPC error: ACP's `auth_required`
+    /// (`-32000`) for a missing key, `-32603` for anything else. `config` supplies the
+    /// redactor.
+    ///
+    /// # Errors
+    /// [`AcpError::WorkspaceRoot`] when `workspace_root` does not resolve to a directory.
+    pub fn unavailable(
+        config: &Config,
+        problem: &ProviderError,
+        workspace_root: &Path,
+    ) -> Result<Self, AcpError> {
+        let unavailable = Unavailable {
+            code: match problem {
+                ProviderError::MissingApiKey { .. } => ErrorCode::AUTH_REQUIRED,
+                _ => ErrorCode::INTERNAL_ERROR,
+            },
+            message: format!("this agent cannot serve sessions: {problem}"),
+        };
+        Self::build(None, Some(unavailable), config.redactor(), workspace_root)
+    }
+
+    fn build(
+        runtime: Option<Runtime>,
+        unavailable: Option<Unavailable>,
+        redactor: Redactor,
+        workspace_root: &Path,
+    ) -> Result<Self, AcpError> {
         let root_error = |source| AcpError::WorkspaceRoot {
             path: workspace_root.to_path_buf(),
             source,
@@ -147,10 +190,10 @@ impl AcpServer {
                 "not a directory",
             )));
         }
-        let redactor = runtime.redactor();
         Ok(AcpServer {
             inner: Arc::new(ServerInner {
                 runtime,
+                unavailable,
                 workspace_root: root,
                 secret: None,
                 redactor,
@@ -166,8 +209,8 @@ impl AcpServer {
         self.rebuild(|inner| {
             let secret = secret.filter(|s| !s.is_empty()).map(RunSecret::new);
             let redactor = match &secret {
-                Some(secret) => inner.runtime.redactor().with_secrets([secret.expose()]),
-                None => inner.runtime.redactor(),
+                Some(secret) => inner.redactor.with_secrets([secret.expose()]),
+                None => inner.redactor.clone(),
             };
             ServerInner {
                 secret,
@@ -226,6 +269,7 @@ impl AcpServer {
             Ok(inner) => inner,
             Err(shared) => ServerInner {
                 runtime: shared.runtime.clone(),
+                unavailable: shared.unavailable.clone(),
                 workspace_root: shared.workspace_root.clone(),
                 secret: shared.secret.clone(),
                 redactor: shared.redactor.clone(),
@@ -259,9 +303,7 @@ impl AcpServer {
     where
         S: AsyncRead + AsyncWrite + Send + 'static,
     {
-        let (read, write) = tokio::io::split(stream);
-        let read = LineLimitedReader::new(read, self.inner.limits.max_line_bytes);
-        let transport = ByteStreams::new(write.compat_write(), read.compat());
+        let transport = line_transport(stream, self.inner.limits.max_line_bytes, Peer::Client);
         let conn = Arc::new(Connection::new(self.inner.clone()));
         let result = Agent
             .v1()
@@ -511,13 +553,18 @@ impl Connection {
     }
 
     fn require_authenticated(&self, method: &str) -> Result<(), agent_client_protocol::Error> {
-        if *self.authenticated.borrow() {
-            Ok(())
-        } else {
-            Err(auth_error(format!(
+        if !*self.authenticated.borrow() {
+            return Err(auth_error(format!(
                 "authentication required: present the run secret with authenticate (method \
                  {AUTH_METHOD_ID:?}, _meta.boitata.secret) before {method}"
-            )))
+            )));
+        }
+        match &self.server.unavailable {
+            Some(unavailable) => Err(agent_client_protocol::Error::new(
+                unavailable.code,
+                unavailable.message.clone(),
+            )),
+            None => Ok(()),
         }
     }
 
@@ -628,7 +675,11 @@ impl Connection {
             (session.workspace.clone(), session.cwd.clone(), turn)
         };
 
-        let mut agent = self.server.runtime.agent();
+        let Some(runtime) = &self.server.runtime else {
+            // require_authenticated refused it already; never reached.
+            return responder.respond_with_error(agent_client_protocol::Error::internal_error());
+        };
+        let mut agent = runtime.agent();
         if let Some(max_turns) = max_turns_from_meta(request.meta.as_ref()) {
             agent = agent.with_max_turns(max_turns);
         }
@@ -788,6 +839,13 @@ impl EventSink for UpdateSender {
                 message: format!("cannot send session/update: {e}"),
             })
     }
+}
+
+/// Why a server without a runtime refuses sessions.
+#[derive(Debug, Clone)]
+struct Unavailable {
+    code: ErrorCode,
+    message: String,
 }
 
 fn auth_error(message: impl Into<String>) -> agent_client_protocol::Error {

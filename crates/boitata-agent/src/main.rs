@@ -6,6 +6,10 @@
 //!   `boitata-agent: listening on ADDR` on stderr once bound.
 //! - `boitata-agent --stdio`: ACP over stdin/stdout, so any ACP client (an editor) can
 //!   start it. Nothing but protocol goes to stdout. `BOITATA_AGENT_SECRET` is optional.
+//!   Started without what its provider needs (no API key in a trimmed environment),
+//!   it still answers `initialize` and refuses `session/new` and `session/prompt` with
+//!   a JSON-RPC error saying what is missing (ACP `auth_required` for a key); it exits
+//!   only when the client closes stdin.
 //!
 //! Provider settings and keys come from the launch environment, `--config`,
 //! `$BOITATA_CONFIG` and the user config dir (`boitata_core::config`), never from a
@@ -26,6 +30,7 @@ use std::time::Duration;
 
 use boitata_acp::AcpServer;
 use boitata_core::config::{Config, ConfigSearch, ProcessEnv};
+use boitata_core::provider::ProviderError;
 use boitata_core::runtime::Runtime;
 use clap::Parser;
 use tokio_util::sync::CancellationToken;
@@ -103,7 +108,9 @@ fn main() -> ExitCode {
 
 /// What [`prepare`] reads from the arguments and the environment.
 struct Ready {
-    runtime: Runtime,
+    /// The provider and tools, or (with `--stdio` only) why the provider cannot be
+    /// built, with the settings that were read.
+    runtime: Result<Runtime, (Config, ProviderError)>,
     secret: Option<String>,
     workspace: PathBuf,
 }
@@ -132,8 +139,16 @@ fn prepare(args: &Args) -> Result<Ready, Failure> {
         &ConfigSearch::without_current_dir(),
     )
     .map_err(|e| Failure::Usage(e.to_string()))?;
-    let runtime =
-        Runtime::from_config(config, &ProcessEnv).map_err(|e| Failure::Usage(e.to_string()))?;
+    let runtime = match Runtime::from_config(config.clone(), &ProcessEnv) {
+        Ok(runtime) => Ok(runtime),
+        // An editor may start the agent with a trimmed environment: answer
+        // `initialize` and say what is missing on `session/new`, where it can show it.
+        Err(problem) if args.stdio => {
+            tracing::warn!("{problem}: sessions will be refused until it is fixed");
+            Err((config, problem))
+        }
+        Err(problem) => return Err(Failure::Usage(problem.to_string())),
+    };
     Ok(Ready {
         runtime,
         secret,
@@ -162,10 +177,13 @@ fn hide_launch_environment() {
 
 fn serve(args: &Args, ready: Ready) -> Result<(), Failure> {
     let shutdown = CancellationToken::new();
-    let server = AcpServer::new(ready.runtime, &ready.workspace)
-        .map_err(|e| Failure::Usage(e.to_string()))?
-        .with_secret(ready.secret)
-        .with_shutdown(shutdown.clone());
+    let server = match ready.runtime {
+        Ok(runtime) => AcpServer::new(runtime, &ready.workspace),
+        Err((config, problem)) => AcpServer::unavailable(&config, &problem, &ready.workspace),
+    }
+    .map_err(|e| Failure::Usage(e.to_string()))?
+    .with_secret(ready.secret)
+    .with_shutdown(shutdown.clone());
     let tokio = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

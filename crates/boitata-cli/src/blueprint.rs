@@ -6,10 +6,12 @@ use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::sync::Arc;
 
-use boitata_blueprint::{load, Diagnostics, LoadError, RunRequest, RuntimeSource, Validated};
+use boitata_blueprint::{
+    load, Diagnostics, LoadError, NodeType, RunRequest, RuntimeSource, Validated,
+};
 use boitata_core::config::ProcessEnv;
 use boitata_core::store::NewRun;
-use boitata_core::{Redactor, RunStatus};
+use boitata_core::RunStatus;
 use miette::{GraphicalReportHandler, GraphicalTheme};
 
 use crate::args::{BlueprintGraphArgs, BlueprintValidateArgs, GlobalArgs, RunArgs};
@@ -176,6 +178,14 @@ pub(crate) async fn run(global: &GlobalArgs, args: RunArgs) -> Result<u8, CliErr
         }
     }
 
+    // A host `agent` node is the in-process agent, with its commands on this machine.
+    if blueprint
+        .nodes
+        .iter()
+        .any(|node| node.node_type() == NodeType::Agent)
+    {
+        session::warn_if_root();
+    }
     let store = session::open_store(&config)?;
     let local = LocalRun::start(
         store,
@@ -190,7 +200,6 @@ pub(crate) async fn run(global: &GlobalArgs, args: RunArgs) -> Result<u8, CliErr
             ..NewRun::default()
         },
         args.json,
-        Redactor::new(config.secrets()),
     )?;
     let request = RunRequest {
         task: args.task.clone(),

@@ -22,6 +22,7 @@ pub(crate) async fn run(global: &GlobalArgs, args: RunArgs) -> Result<u8, CliErr
     let workspace_dir = session::workspace_dir(&args)?;
     let workspace = Workspace::open(&workspace_dir).map_err(CliError::usage)?;
     let runtime = Runtime::from_config(config, &ProcessEnv).map_err(CliError::usage)?;
+    session::warn_if_root();
     let store = session::open_store(runtime.config())?;
     let workspace_text = workspace.root().display().to_string();
     let local = LocalRun::start(
@@ -32,7 +33,6 @@ pub(crate) async fn run(global: &GlobalArgs, args: RunArgs) -> Result<u8, CliErr
             ..NewRun::default()
         },
         args.json,
-        runtime.redactor(),
     )?;
     let provider = runtime.provider();
     local

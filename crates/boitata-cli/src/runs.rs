@@ -5,7 +5,7 @@ use std::io::Write;
 use std::sync::Arc;
 
 use boitata_core::store::{RunRecord, RunStore, StoreError};
-use boitata_core::{Emitter, Event, EventPayload, Redactor, RunStatus};
+use boitata_core::{Event, EventPayload, RunStatus};
 
 use crate::args::{GlobalArgs, RunsListArgs, RunsShowArgs};
 use crate::error::CliError;
@@ -122,13 +122,7 @@ pub(crate) fn mark_interrupted_runs(store: &Arc<RunStore>) -> Result<Vec<RunReco
         if !run.owner_gone() {
             continue;
         }
-        let next = store.last_seq(&run.id).map_err(CliError::failed)? + 1;
-        let emitter = Emitter::resuming(
-            run.id.clone(),
-            next,
-            Some(store.clone()),
-            Redactor::default(),
-        );
+        let emitter = store.resuming_emitter(&run.id).map_err(CliError::failed)?;
         emitter
             .emit(
                 None,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use boitata_core::config::{Config, ProcessEnv, ProviderKind};
 use boitata_core::store::{NewRun, RunStore};
-use boitata_core::{Emitter, EventPayload, Redactor, RunStatus};
+use boitata_core::{Emitter, EventPayload, RunStatus};
 use tokio_util::sync::CancellationToken;
 
 use crate::args::{GlobalArgs, RunArgs};
@@ -46,9 +46,10 @@ pub(crate) fn override_provider(
     Ok(())
 }
 
-/// Opens the run store in the configured data dir.
+/// Opens the run store in the configured data dir, redacting with the config's
+/// redactor.
 pub(crate) fn open_store(config: &Config) -> Result<Arc<RunStore>, CliError> {
-    RunStore::open(&config.data_dir_or_default())
+    RunStore::open(&config.data_dir_or_default(), config.redactor())
         .map(Arc::new)
         .map_err(CliError::usage)
 }
@@ -61,9 +62,26 @@ pub(crate) fn open_existing_store(config: &Config) -> Result<Option<Arc<RunStore
     if !path.exists() {
         return Ok(None);
     }
-    RunStore::open_file(&path)
+    RunStore::open_file(&path, config.redactor())
         .map(|s| Some(Arc::new(s)))
         .map_err(CliError::usage)
+}
+
+/// Says once on stderr that the run's in-process agent runs as root, if it does: its
+/// commands can then read every process's environment, keys included.
+pub(crate) fn warn_if_root() {
+    if let Some(warning) = root_warning(boitata_core::process::running_as_root()) {
+        let _ = writeln!(std::io::stderr(), "{warning}");
+    }
+}
+
+/// The warning a run started as root prints once on stderr, if `is_root`.
+fn root_warning(is_root: bool) -> Option<&'static str> {
+    is_root.then_some(
+        "warning: boitata runs as root: the agent's commands run as root on this machine and can \
+         read any process's memory and environment (secrets are masked in what the model sees, \
+         not kept from the commands); run it as an ordinary user, or in a sandbox (--blueprint)",
+    )
 }
 
 /// A run in progress in this process.
@@ -80,13 +98,10 @@ impl LocalRun {
         store: Arc<RunStore>,
         mut new: NewRun,
         json: bool,
-        redactor: Redactor,
     ) -> Result<LocalRun, CliError> {
         new.owner_pid = Some(std::process::id());
-        let record = store
-            .create_run(&new.redacted(&redactor))
-            .map_err(CliError::usage)?;
-        let emitter = Emitter::new(record.id, Some(store), redactor);
+        let record = store.create_run(&new).map_err(CliError::usage)?;
+        let emitter = store.emitter(record.id);
         let renderer = Arc::new(Renderer::new(json));
         emitter.observe(renderer.clone());
         let cancel = CancellationToken::new();

@@ -87,7 +87,7 @@ fn main() {
     std::fs::write(&file, "hello from a small file\n".repeat(20)).unwrap();
     let workspace = Workspace::open(dir.path()).unwrap();
     let data = tempfile::tempdir().unwrap();
-    let store = Arc::new(RunStore::open(data.path()).unwrap());
+    let store = Arc::new(RunStore::open(data.path(), Redactor::default()).unwrap());
     let rt = tokio::runtime::Runtime::new().unwrap();
 
     // Warm up once (page cache, SQLite schema, allocator).

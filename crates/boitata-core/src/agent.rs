@@ -4,6 +4,10 @@
 //! Every step is an [`Event`](crate::Event) on the run's [`Emitter`]: `agent_message`
 //! for the model's text, `tool_call` / `tool_result` for each call (in the order the
 //! model made them), `usage` per model request.
+//!
+//! Every tool result passes through the run's redactor (the emitter's,
+//! [`Emitter::redactor`]) before it enters the conversation: the model never sees a
+//! secret the run's events would hide.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -230,6 +234,10 @@ impl Agent {
                     Some(Err(e)) => (false, format!("error: {e}")),
                     None => (false, "error: cancelled".to_owned()),
                 };
+                // The run's redactor, before the result reaches the model or an event:
+                // a command may print a key it never named (`/proc/$PPID/environ` as
+                // root, a token in `.git/config`).
+                let output = emitter.redactor().redact(&output);
                 emitter.emit(
                     node,
                     EventPayload::ToolResult {

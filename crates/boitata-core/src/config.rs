@@ -28,6 +28,9 @@
 //! [tools]
 //! command_timeout = "120s"
 //! max_output_bytes = 32768
+//!
+//! [secrets]
+//! env = ["GITHUB_TOKEN"]   # these variables' values are masked everywhere
 //! ```
 
 use std::collections::BTreeMap;
@@ -35,6 +38,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+
+use crate::redact::Redactor;
 
 /// All settings.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -48,6 +53,8 @@ pub struct Config {
     pub tools: ToolsConfig,
     /// The server.
     pub server: ServerConfig,
+    /// More secrets to mask everywhere.
+    pub secrets: SecretsConfig,
     /// Where runs are stored (default: the user data dir).
     pub data_dir: Option<PathBuf>,
     /// The file these settings were read from, if any.
@@ -273,6 +280,23 @@ impl Default for ServerConfig {
     }
 }
 
+/// Secrets of the user's own, masked like the provider key: in events, the run
+/// store, logs, SSE and every tool result before the model sees it.
+///
+/// ```toml
+/// [secrets]
+/// env = ["GITHUB_TOKEN", "DATABASE_PASSWORD"]
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SecretsConfig {
+    /// Names of environment variables whose values are secrets.
+    pub env: Vec<String>,
+    /// Their values, read by [`Config::apply_env`] (never written to a file).
+    #[serde(skip)]
+    pub values: Vec<String>,
+}
+
 /// What can go wrong loading settings.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -462,6 +486,12 @@ impl Config {
             self.server.api_token = Some(token);
         }
         self.refresh_api_key(env);
+        self.secrets.values = self
+            .secrets
+            .env
+            .iter()
+            .filter_map(|name| env.var(name))
+            .collect();
         Ok(())
     }
 
@@ -484,14 +514,24 @@ impl Config {
         })
     }
 
-    /// Every secret these settings hold (API key, server token), for redaction.
+    /// Every secret these settings hold (API key, server token, the values of the
+    /// `secrets.env` variables), for redaction.
     pub fn secrets(&self) -> Vec<String> {
         self.provider
             .api_key
             .iter()
             .chain(self.server.api_token.iter())
+            .chain(self.secrets.values.iter())
             .cloned()
             .collect()
+    }
+
+    /// The redactor for everything a run writes or shows: [`Config::secrets`] plus
+    /// the credential shapes ([`Redactor`]). The one place that decides what a run
+    /// redacts: the CLI, the server (its store, its runs, its recovery) and the agent
+    /// all build theirs here.
+    pub fn redactor(&self) -> Redactor {
+        Redactor::new(self.secrets())
     }
 }
 
@@ -550,6 +590,28 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+
+    #[test]
+    fn secrets_env_values_are_masked_by_the_config_redactor() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, "[secrets]\nenv = [\"DB_PASSWORD\", \"UNSET_ONE\"]\n").unwrap();
+        let config = Config::load(
+            Some(&path),
+            &env(&[
+                ("DB_PASSWORD", "correct-horse-battery"),
+                ("OTHER", "other-value"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(config.secrets.values, vec!["correct-horse-battery"]);
+        assert_eq!(
+            config
+                .redactor()
+                .redact("pw correct-horse-battery, other-value"),
+            "pw [REDACTED], other-value"
+        );
     }
 
     #[test]

@@ -481,6 +481,12 @@ pub fn owner_scope() -> String {
     }
 }
 
+/// Whether this process runs as root (effective uid 0): its commands can then read
+/// every process's environment and memory, non-dumpable or not.
+pub fn running_as_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
 /// Whether process `pid` exists here and is not a zombie (from `/proc/PID/stat`).
 pub fn pid_alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))

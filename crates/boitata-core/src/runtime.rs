@@ -68,7 +68,7 @@ impl Runtime {
             .iter()
             .filter_map(|name| env.var(name).map(|v| ((*name).to_owned(), v)))
             .collect();
-        let redactor = Redactor::new(config.secrets());
+        let redactor = config.redactor();
         Runtime {
             config,
             provider,
@@ -87,7 +87,7 @@ impl Runtime {
         &self.provider
     }
 
-    /// A redactor for every secret in the settings.
+    /// A redactor for every secret in the settings ([`Config::redactor`]).
     pub fn redactor(&self) -> Redactor {
         self.redactor.clone()
     }

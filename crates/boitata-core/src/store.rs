@@ -6,15 +6,19 @@
 //! `run_finished` sets its final status, error and `finished_at`, in the same
 //! transaction, so a run's row never disagrees with its events.
 //!
-//! A run's task and params are redacted before they are stored, like its events: by
-//! the store's [`Redactor`] (key-shaped strings by default; add the secrets you know
-//! with [`RunStore::with_redactor`]), and by any redactor a caller applies with
-//! [`NewRun::redacted`].
+//! A store is opened with the run's [`Redactor`] ([`Config::redactor`]), and
+//! everything written through it is redacted by that one redactor: a run's task,
+//! params and error by the store itself, its events by the emitters it makes
+//! ([`RunStore::emitter`], [`RunStore::resuming_emitter`]). The CLI, the server and
+//! its recovery all write this way, so none of them can store what another would hide.
+//!
+//! [`Config::redactor`]: crate::config::Config::redactor
 //!
 //! ```no_run
 //! # fn main() -> Result<(), boitata_core::store::StoreError> {
 //! use boitata_core::store::{NewRun, RunStore};
-//! let store = RunStore::open(std::path::Path::new("/tmp/boitata-data"))?;
+//! use boitata_core::Redactor;
+//! let store = RunStore::open(std::path::Path::new("/tmp/boitata-data"), Redactor::default())?;
 //! let run = store.create_run(&NewRun { task: "fix the tests".into(), ..NewRun::default() })?;
 //! for event in store.events(&run.id, 0)? {
 //!     println!("{}", event.to_json_line());
@@ -23,14 +27,14 @@
 //! ```
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::{Deserialize, Serialize};
 
-use crate::event::{Event, EventPayload, EventSink, RunStatus, SinkError};
+use crate::event::{Emitter, Event, EventPayload, EventSink, RunStatus, SinkError};
 use crate::redact::Redactor;
 
 /// The database file name inside the data dir.
@@ -131,9 +135,8 @@ pub struct NewRun {
 impl NewRun {
     /// This run with `redactor` applied to its task and to every string in its params
     /// (nested ones included): what to store, since a task or a `--param` may carry a
-    /// key. The store applies its own redactor as well ([`RunStore::create_run`]).
-    #[must_use]
-    pub fn redacted(&self, redactor: &Redactor) -> NewRun {
+    /// key.
+    fn redacted(&self, redactor: &Redactor) -> NewRun {
         NewRun {
             task: redactor.redact(&self.task),
             params: self
@@ -222,23 +225,26 @@ fn parse_ts(text: &str) -> Option<DateTime<Utc>> {
 }
 
 impl RunStore {
-    /// Opens (creating if needed) `DIR/boitata.db`.
+    /// Opens (creating if needed) `DIR/boitata.db`, redacting what is written with
+    /// `redactor` (pass [`Config::redactor`](crate::config::Config::redactor); the
+    /// credential shapes are always redacted, even with `Redactor::default()`).
     ///
     /// # Errors
     /// [`StoreError::CreateDir`] or [`StoreError::Sqlite`].
-    pub fn open(data_dir: &Path) -> Result<Self, StoreError> {
+    pub fn open(data_dir: &Path, redactor: Redactor) -> Result<Self, StoreError> {
         std::fs::create_dir_all(data_dir).map_err(|source| StoreError::CreateDir {
             path: data_dir.to_path_buf(),
             source,
         })?;
-        Self::open_file(&data_dir.join(DB_FILE))
+        Self::open_file(&data_dir.join(DB_FILE), redactor)
     }
 
-    /// Opens (creating if needed) the database at `path`.
+    /// Opens (creating if needed) the database at `path`, redacting with `redactor`
+    /// like [`RunStore::open`].
     ///
     /// # Errors
     /// [`StoreError::Sqlite`].
-    pub fn open_file(path: &Path) -> Result<Self, StoreError> {
+    pub fn open_file(path: &Path, redactor: Redactor) -> Result<Self, StoreError> {
         let wrap = |source| StoreError::Sqlite {
             path: path.to_path_buf(),
             source,
@@ -267,18 +273,34 @@ impl RunStore {
         Ok(RunStore {
             path: path.to_path_buf(),
             conn: Mutex::new(conn),
-            redactor: Redactor::new(Vec::<String>::new()),
+            redactor,
         })
     }
 
-    /// This store, redacting the secrets `redactor` knows (as well as the built-in
-    /// key shapes, which it always redacts) from every run's task and params in
-    /// [`create_run`](RunStore::create_run).
-    #[must_use]
-    pub fn with_redactor(mut self, redactor: &Redactor) -> Self {
-        // `with_secrets` rebuilds the key-shape patterns even for `Redactor::default()`.
-        self.redactor = redactor.with_secrets(Vec::<String>::new());
-        self
+    /// The redactor everything written here goes through.
+    pub fn redactor(&self) -> Redactor {
+        self.redactor.clone()
+    }
+
+    /// An emitter for the stored run `run_id` (first event `seq` 1) that records into
+    /// this store and redacts with its redactor.
+    pub fn emitter(self: &Arc<Self>, run_id: impl Into<String>) -> Emitter {
+        Emitter::new(run_id, Some(self.clone()), self.redactor())
+    }
+
+    /// Like [`RunStore::emitter`] for a run whose earlier events are stored: the next
+    /// event continues after the last one.
+    ///
+    /// # Errors
+    /// [`StoreError::Sqlite`].
+    pub fn resuming_emitter(self: &Arc<Self>, run_id: &str) -> Result<Emitter, StoreError> {
+        let next_seq = self.last_seq(run_id)? + 1;
+        Ok(Emitter::resuming(
+            run_id,
+            next_seq,
+            Some(self.clone()),
+            self.redactor(),
+        ))
     }
 
     /// The database file.
@@ -302,8 +324,7 @@ impl RunStore {
     }
 
     /// Records a new run and returns it. Its task and params are stored redacted by
-    /// the store's redactor ([`RunStore::with_redactor`]); pass
-    /// `&new.redacted(&redactor)` to apply another one too.
+    /// the store's redactor.
     ///
     /// # Errors
     /// [`StoreError::Sqlite`] (e.g. a duplicate id).
@@ -426,6 +447,7 @@ impl RunStore {
         error: Option<&str>,
     ) -> Result<(), StoreError> {
         let finished = status.is_final().then(now_text);
+        let error = error.map(|e| self.redactor.redact(e));
         let changed = self.with_conn(|c| {
             c.execute(
                 "UPDATE runs SET status = ?2, error = COALESCE(?3, error), finished_at = COALESCE(?4, finished_at) WHERE id = ?1",
@@ -611,7 +633,7 @@ mod tests {
     #[test]
     fn events_are_stored_in_order_and_drive_the_run_status() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Arc::new(RunStore::open(dir.path()).unwrap());
+        let store = Arc::new(RunStore::open(dir.path(), Redactor::default()).unwrap());
         let run = store
             .create_run(&NewRun {
                 task: "t".into(),
@@ -667,39 +689,69 @@ mod tests {
         };
 
         // Without being told any secret, the store still scrubs key shapes.
-        let plain = RunStore::open(dir.path()).unwrap();
+        let plain = RunStore::open(dir.path(), Redactor::default()).unwrap();
         let run = plain.create_run(&new).unwrap();
         assert_eq!(run.task, "task [REDACTED] and hunter2-known-secret");
         assert_eq!(run.params["key"], "[REDACTED]");
 
-        // With the caller's secrets: via the store, or via NewRun::redacted.
+        // With the caller's secrets.
         let known = Redactor::new(["hunter2-known-secret"]);
-        let store = RunStore::open(dir.path()).unwrap().with_redactor(&known);
-        for stored in [
-            store.create_run(&new).unwrap(),
-            plain.create_run(&new.redacted(&known)).unwrap(),
-        ] {
-            let reread = store.run(&stored.id).unwrap();
-            let row = format!(
-                "{} {}",
-                reread.task,
-                serde_json::Value::Object(reread.params.clone())
-            );
-            assert!(!row.contains("hunter2"), "{row}");
-            assert!(!row.contains("sk-test"), "{row}");
-            assert_eq!(reread.task, "task [REDACTED] and [REDACTED]");
-            assert_eq!(reread.params["token"], "[REDACTED]");
-            assert_eq!(
-                reread.params["nested"],
-                serde_json::json!({"list": ["[REDACTED]", 3]})
-            );
-        }
+        let store = Arc::new(RunStore::open(dir.path(), known).unwrap());
+        let stored = store.create_run(&new).unwrap();
+        let reread = store.run(&stored.id).unwrap();
+        let row = format!(
+            "{} {}",
+            reread.task,
+            serde_json::Value::Object(reread.params.clone())
+        );
+        assert!(!row.contains("hunter2"), "{row}");
+        assert!(!row.contains("sk-test"), "{row}");
+        assert_eq!(reread.task, "task [REDACTED] and [REDACTED]");
+        assert_eq!(reread.params["token"], "[REDACTED]");
+        assert_eq!(
+            reread.params["nested"],
+            serde_json::json!({"list": ["[REDACTED]", 3]})
+        );
+
+        // Its emitters and its status errors redact the same secrets.
+        let emitter = store.emitter(stored.id.clone());
+        emitter
+            .emit(
+                None,
+                EventPayload::AgentMessage {
+                    text: "said hunter2-known-secret".into(),
+                },
+            )
+            .unwrap();
+        let events = store.events(&stored.id, 0).unwrap();
+        assert!(!events[0].to_json_line().contains("hunter2"));
+        store
+            .set_status(
+                &stored.id,
+                RunStatus::Failed,
+                Some("failed: hunter2-known-secret"),
+            )
+            .unwrap();
+        assert_eq!(
+            store.run(&stored.id).unwrap().error.as_deref(),
+            Some("failed: [REDACTED]")
+        );
+        let resumed = store.resuming_emitter(&stored.id).unwrap();
+        let event = resumed
+            .emit(
+                None,
+                EventPayload::AgentMessage {
+                    text: "hunter2-known-secret".into(),
+                },
+            )
+            .unwrap();
+        assert_eq!(event.seq, 2);
     }
 
     #[test]
     fn events_are_append_only_and_a_failed_write_is_not_shown() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Arc::new(RunStore::open(dir.path()).unwrap());
+        let store = Arc::new(RunStore::open(dir.path(), Redactor::default()).unwrap());
         let run = store.create_run(&NewRun::default()).unwrap();
         let emitter = Emitter::new(run.id, Some(store.clone()), Redactor::default());
         emitter
@@ -719,7 +771,7 @@ mod tests {
     #[test]
     fn an_owner_is_gone_only_when_judged_in_its_own_scope() {
         let dir = tempfile::tempdir().unwrap();
-        let store = RunStore::open(dir.path()).unwrap();
+        let store = RunStore::open(dir.path(), Redactor::default()).unwrap();
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let dead = child.id();
         child.wait().unwrap();

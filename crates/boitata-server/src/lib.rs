@@ -35,6 +35,7 @@ mod ended_runs;
 mod error;
 pub mod host_guard;
 pub mod recovery;
+mod request_log;
 mod scheduler;
 mod server;
 pub mod sse;

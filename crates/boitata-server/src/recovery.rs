@@ -12,7 +12,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use boitata_core::store::{RunRecord, RunStore, StoreError};
-use boitata_core::{Emitter, EventPayload, Redactor, RunStatus};
+use boitata_core::{EventPayload, RunStatus};
 
 /// What [`recover_interrupted`] found.
 #[derive(Debug, Default)]
@@ -36,14 +36,12 @@ impl Recovery {
 }
 
 /// Marks every `queued` or `running` run whose owner process is gone as `failed`
-/// (interrupted), with a `run_finished` event saying so.
+/// (interrupted), with a `run_finished` event saying so (redacted by the store's
+/// redactor, like every event).
 ///
 /// # Errors
 /// [`StoreError`] when the store cannot be read or written.
-pub fn recover_interrupted(
-    store: &Arc<RunStore>,
-    redactor: &Redactor,
-) -> Result<Recovery, StoreError> {
+pub fn recover_interrupted(store: &Arc<RunStore>) -> Result<Recovery, StoreError> {
     let mut recovery = Recovery::default();
     for run in store.live_runs()? {
         // A pid recorded in another host or PID namespace cannot be judged from here.
@@ -55,13 +53,7 @@ pub fn recover_interrupted(
             recovery.live_elsewhere.push(run);
             continue;
         }
-        let next_seq = store.last_seq(&run.id)? + 1;
-        let emitter = Emitter::resuming(
-            run.id.clone(),
-            next_seq,
-            Some(store.clone()),
-            redactor.clone(),
-        );
+        let emitter = store.resuming_emitter(&run.id)?;
         let owner = run.owner_pid.map_or_else(
             || "an unknown process".to_owned(),
             |pid| format!("process {pid}"),
@@ -95,13 +87,14 @@ fn owner_alive(pid: u32) -> bool {
 #[cfg(test)]
 mod tests {
     use boitata_core::store::NewRun;
+    use boitata_core::Redactor;
 
     use super::*;
 
     #[test]
     fn dead_owners_runs_fail_and_keep_their_events() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Arc::new(RunStore::open(dir.path()).unwrap());
+        let store = Arc::new(RunStore::open(dir.path(), Redactor::default()).unwrap());
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let dead_pid = child.id();
         child.wait().unwrap();
@@ -112,7 +105,7 @@ mod tests {
                 ..NewRun::default()
             })
             .unwrap();
-        let emitter = Emitter::new(orphan.id.clone(), Some(store.clone()), Redactor::default());
+        let emitter = store.emitter(orphan.id.clone());
         emitter
             .emit(
                 None,
@@ -133,7 +126,7 @@ mod tests {
             })
             .unwrap();
 
-        let recovery = recover_interrupted(&store, &Redactor::default()).unwrap();
+        let recovery = recover_interrupted(&store).unwrap();
         sleeper.kill().unwrap();
         sleeper.wait().unwrap();
 

@@ -18,7 +18,7 @@ use std::time::Duration;
 use boitata_blueprint::{Blueprint, Executor, RunRequest, RuntimeSource};
 use boitata_core::event::SinkError;
 use boitata_core::store::{NewRun, RunRecord, RunStore};
-use boitata_core::{Emitter, Event, EventPayload, EventSink, Redactor, RunStatus};
+use boitata_core::{Event, EventPayload, EventSink, RunStatus};
 use futures::FutureExt;
 use tokio::sync::{broadcast, Semaphore};
 use tokio_util::sync::CancellationToken;
@@ -75,7 +75,6 @@ pub(crate) struct SchedulerParts {
     pub(crate) store: Arc<RunStore>,
     pub(crate) executor: Executor,
     pub(crate) runtime: RuntimeSource,
-    pub(crate) redactor: Redactor,
     pub(crate) workspaces_dir: PathBuf,
     pub(crate) max_concurrent_runs: usize,
 }
@@ -90,7 +89,6 @@ struct Inner {
     store: Arc<RunStore>,
     executor: Executor,
     runtime: RuntimeSource,
-    redactor: Redactor,
     workspaces_dir: PathBuf,
     slots: Arc<Semaphore>,
     live: Mutex<HashMap<String, LiveRun>>,
@@ -105,7 +103,6 @@ impl Scheduler {
                 store: parts.store,
                 executor: parts.executor,
                 runtime: parts.runtime,
-                redactor: parts.redactor,
                 workspaces_dir: parts.workspaces_dir,
                 slots: Arc::new(Semaphore::new(parts.max_concurrent_runs.max(1))),
                 live: Mutex::new(HashMap::new()),
@@ -123,8 +120,9 @@ impl Scheduler {
     /// task. Returns the run as recorded.
     ///
     /// # Errors
-    /// [`AppError::Unprocessable`] when the params are wrong or a node has no handler
-    /// here (nothing is recorded then); [`AppError::Unavailable`] while shutting down;
+    /// [`AppError::Unprocessable`] when the params are wrong, a node has no handler
+    /// here, or the blueprint has agent nodes and the server's provider cannot be built
+    /// (no key; nothing is recorded then); [`AppError::Unavailable`] while shutting down;
     /// [`AppError::Internal`] when the store fails.
     pub(crate) async fn submit(
         &self,
@@ -143,6 +141,11 @@ impl Scheduler {
             .map_err(|e| AppError::Unprocessable(e.to_string()))?;
         boitata_blueprint::params::resolve(&blueprint, &params)
             .map_err(|e| AppError::Unprocessable(e.to_string()))?;
+        // No key in the server's environment, say: refuse now, recording nothing,
+        // rather than accept a run that can only fail.
+        boitata_blueprint::check_provider(&blueprint, &self.inner.runtime).map_err(|problem| {
+            AppError::Unprocessable(format!("{problem} (in the server's environment)"))
+        })?;
 
         let id = new_run_id();
         let workspace = self.inner.workspaces_dir.join(&id);
@@ -162,11 +165,7 @@ impl Scheduler {
         let record = tokio::task::spawn_blocking(move || store.create_run(&new)).await??;
 
         let (sender, _) = broadcast::channel(LIVE_CHANNEL_CAPACITY);
-        let emitter = Emitter::new(
-            id.clone(),
-            Some(self.inner.store.clone()),
-            self.inner.redactor.clone(),
-        );
+        let emitter = self.inner.store.emitter(id.clone());
         emitter.observe(Arc::new(BroadcastSink(sender.clone())));
         let cancel = CancellationToken::new();
         self.live().insert(
@@ -238,17 +237,6 @@ impl Scheduler {
             return;
         }
         let emitter = request.emitter.clone();
-        if let Err(problem) = boitata_blueprint::check_provider(blueprint, &request.runtime) {
-            // No key in the server's environment, say: fail before any node or sandbox.
-            emitter.emit_or_log(
-                None,
-                EventPayload::RunFinished {
-                    status: RunStatus::Failed,
-                    error: Some(format!("{problem} (in the server's environment)")),
-                },
-            );
-            return;
-        }
         tracing::info!(run = %run_id, blueprint = %blueprint.name, "run started");
         match self.inner.executor.run(blueprint, request).await {
             Ok(report) => {

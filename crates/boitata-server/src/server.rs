@@ -13,7 +13,6 @@ use axum::Router;
 use boitata_blueprint::RuntimeSource;
 use boitata_core::config::{Config, EnvSource, ProcessEnv};
 use boitata_core::store::{RunStore, StoreError};
-use boitata_core::Redactor;
 use tokio::net::TcpListener;
 use tower_http::trace::TraceLayer;
 
@@ -22,6 +21,7 @@ use crate::backends::Backends;
 use crate::catalog::{BlueprintCatalog, CatalogError, Rejected};
 use crate::host_guard::{self, HostPolicy};
 use crate::recovery::{recover_interrupted, Recovery};
+use crate::request_log::RequestSpan;
 use crate::scheduler::{Scheduler, SchedulerParts};
 use crate::state::AppState;
 use crate::{api, sse, ui};
@@ -171,12 +171,15 @@ impl Server {
             );
         }
 
-        let store = Arc::new(RunStore::open(&options.data_dir)?);
-        let redactor = Redactor::new(options.config.secrets());
+        // The one redactor of everything the server writes: its store, its runs'
+        // events, their recovery.
+        let store = Arc::new(RunStore::open(
+            &options.data_dir,
+            options.config.redactor(),
+        )?);
         let recovery = {
             let store = store.clone();
-            let redactor = redactor.clone();
-            tokio::task::spawn_blocking(move || recover_interrupted(&store, &redactor))
+            tokio::task::spawn_blocking(move || recover_interrupted(&store))
                 .await
                 .map_err(|e| StoreError::Corrupt {
                     path: options.data_dir.clone(),
@@ -260,7 +263,6 @@ impl Server {
                 config: options.config.clone(),
                 env: options.env.clone(),
             },
-            redactor,
             workspaces_dir: options.data_dir.join("workspaces"),
             max_concurrent_runs: options.config.server.max_concurrent_runs,
         });
@@ -355,6 +357,6 @@ pub fn app(state: AppState) -> Router {
         .fallback(api::not_found)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(from_fn_with_state(state.clone(), host_guard::check_host))
-        .layer(TraceLayer::new_for_http())
+        .layer(TraceLayer::new_for_http().make_span_with(RequestSpan))
         .with_state(state)
 }

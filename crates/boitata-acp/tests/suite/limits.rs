@@ -172,3 +172,97 @@ async fn a_connection_past_the_cap_is_closed_and_a_slot_frees_when_a_client_leav
     assert_eq!(outcome.stop_reason, StopReason::EndTurn);
     assert_eq!(outcome.final_message, "served");
 }
+
+/// Reads one line from `reader` (panics after [`PATIENCE`] or at EOF).
+async fn read_reply(reader: &mut BufReader<tokio::net::tcp::OwnedReadHalf>) -> serde_json::Value {
+    let mut reply = String::new();
+    let n = tokio::time::timeout(PATIENCE, reader.read_line(&mut reply))
+        .await
+        .expect("no reply in time")
+        .unwrap();
+    assert!(n > 0, "the agent closed the connection");
+    serde_json::from_str(&reply).unwrap()
+}
+
+#[tokio::test]
+async fn a_line_that_is_not_utf8_gets_a_parse_error_and_the_connection_goes_on() {
+    let agent = start_with_line_limit(4 * 1024 * 1024).await;
+    let (read, mut write) = TcpStream::connect(agent.addr).await.unwrap().into_split();
+    let mut reader = BufReader::new(read);
+    write.write_all(b"\xff\n").await.unwrap();
+    let reply = read_reply(&mut reader).await;
+    assert_eq!(reply["error"]["code"], -32700, "{reply}");
+
+    // 1 MiB of bad text: the answer quotes a short prefix only.
+    let mut big = vec![b'x'; 1 << 20];
+    big.push(b'\n');
+    write.write_all(&big).await.unwrap();
+    let mut raw = String::new();
+    tokio::time::timeout(PATIENCE, reader.read_line(&mut raw))
+        .await
+        .expect("no reply in time")
+        .unwrap();
+    assert!(
+        raw.len() < 4 * boitata_acp::MAX_ECHO_BYTES,
+        "{} bytes back",
+        raw.len()
+    );
+    let reply: serde_json::Value = serde_json::from_str(&raw).unwrap();
+    assert_eq!(reply["error"]["code"], -32700, "{reply}");
+
+    // Valid JSON but for one byte: refused, not run.
+    write
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"initialize\",\"params\":{\"protocolVersion\":1,\"x\":\"\xfe\"}}\n")
+        .await
+        .unwrap();
+    let reply = read_reply(&mut reader).await;
+    assert_eq!(reply["error"]["code"], -32700, "{reply}");
+
+    // The same connection is still served.
+    write
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"initialize\",\"params\":{\"protocolVersion\":1,\"clientCapabilities\":{}}}\n")
+        .await
+        .unwrap();
+    let reply = read_reply(&mut reader).await;
+    assert_eq!(reply["id"], 8, "{reply}");
+    assert!(reply["result"]["authMethods"].is_array(), "{reply}");
+}
+
+#[tokio::test]
+async fn boitatas_client_closes_on_a_20_mib_line_from_the_agent() {
+    // A fake agent that answers anything with a 20 MiB line (and keeps it coming).
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let agent = tokio::spawn(async move {
+        let (stream, _) = listener.accept().await.unwrap();
+        let (read, mut write) = stream.into_split();
+        let mut lines = BufReader::new(read).lines();
+        let _ = lines.next_line().await;
+        let chunk = vec![b'a'; 1 << 20];
+        let _ = write
+            .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":0,\"result\":\"")
+            .await;
+        for _ in 0..20 {
+            if write.write_all(&chunk).await.is_err() {
+                return;
+            }
+        }
+        let _ = write.write_all(b"\"}\n").await;
+        // Hold the connection: only the client's cap can end the exchange.
+        tokio::time::sleep(PATIENCE * 2).await;
+    });
+    let prompt = boitata_acp::Prompt::new("hi", "/tmp");
+    let error = tokio::time::timeout(
+        PATIENCE,
+        run_prompt_at(addr, prompt, |_| {}, CancellationToken::new()),
+    )
+    .await
+    .expect("the client waited for the end of the line")
+    .unwrap_err();
+    let message = error.to_string();
+    assert!(
+        message.contains("the agent sent a line longer than 16777216 bytes"),
+        "{message}"
+    );
+    agent.abort();
+}

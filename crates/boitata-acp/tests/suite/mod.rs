@@ -5,6 +5,7 @@ mod auth;
 mod cancel;
 mod connection;
 mod limits;
+mod redaction;
 mod round_trip;
 mod session_cwd;
 mod support;

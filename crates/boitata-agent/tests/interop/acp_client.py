@@ -24,7 +24,7 @@ import sys
 from typing import Any
 
 import acp
-from acp import PROTOCOL_VERSION, connect_to_agent, spawn_agent_process, text_block
+from acp import PROTOCOL_VERSION, RequestError, connect_to_agent, spawn_agent_process, text_block
 from acp.schema import ClientCapabilities, Implementation
 
 AUTH_METHOD = "boitata-secret"
@@ -48,7 +48,9 @@ class Recorder:
         raise acp.RequestError.method_not_found("session/request_permission")
 
 
-async def drive(conn: Any, recorder: Recorder, cwd: str, prompt: str) -> dict[str, Any]:
+async def drive(
+    conn: Any, recorder: Recorder, cwd: str, prompt: str, expect_refusal: bool = False
+) -> dict[str, Any]:
     init = await conn.initialize(
         protocol_version=PROTOCOL_VERSION,
         client_capabilities=ClientCapabilities(),
@@ -58,6 +60,17 @@ async def drive(conn: Any, recorder: Recorder, cwd: str, prompt: str) -> dict[st
     if AUTH_METHOD in methods:
         secret = os.environ.get("BOITATA_AGENT_SECRET", "")
         await conn.authenticate(method_id=AUTH_METHOD, boitata={"secret": secret})
+    if expect_refusal:
+        # The agent cannot serve sessions: report the error the SDK raised for it.
+        try:
+            await conn.new_session(cwd=cwd, mcp_servers=[])
+        except RequestError as error:
+            return {
+                "protocol_version": init.protocol_version,
+                "agent_name": init.agent_info.name if init.agent_info else None,
+                "refused": error.to_error_obj(),
+            }
+        raise SystemExit("session/new was accepted; a refusal was expected")
     session = await conn.new_session(cwd=cwd, mcp_servers=[])
     response = await conn.prompt(session_id=session.session_id, prompt=[text_block(prompt)])
     return {
@@ -76,7 +89,7 @@ async def over_tcp(args: argparse.Namespace) -> dict[str, Any]:
     recorder = Recorder()
     conn = connect_to_agent(recorder, writer, reader)
     try:
-        return await drive(conn, recorder, args.cwd, args.prompt)
+        return await drive(conn, recorder, args.cwd, args.prompt, args.expect_refusal)
     finally:
         await conn.close()
 
@@ -90,11 +103,12 @@ async def over_stdio(args: argparse.Namespace) -> dict[str, Any]:
         recorder,
         command[0],
         *command[1:],
-        env=dict(os.environ),
+        # Like an editor: only what the SDK passes by default, unless told otherwise.
+        env=None if args.default_env else dict(os.environ),
         # The agent's logs go to our stderr rather than a pipe nobody drains.
         transport_kwargs={"stderr": None},
     ) as (conn, _process):
-        return await drive(conn, recorder, args.cwd, args.prompt)
+        return await drive(conn, recorder, args.cwd, args.prompt, args.expect_refusal)
 
 
 def main() -> int:
@@ -107,6 +121,10 @@ def main() -> int:
     for p in (tcp, stdio):
         p.add_argument("--cwd", required=True)
         p.add_argument("--prompt", required=True)
+        p.add_argument("--expect-refusal", action="store_true",
+                       help="expect session/new to fail; report its error")
+    stdio.add_argument("--default-env", action="store_true",
+                       help="start the agent with the SDK's default (trimmed) environment")
     args = parser.parse_args()
     try:
         result = asyncio.run(over_tcp(args) if args.transport == "tcp" else over_stdio(args))

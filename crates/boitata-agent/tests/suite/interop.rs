@@ -155,3 +155,36 @@ async fn the_python_sdk_drives_a_turn_over_stdio() {
     assert_eq!(report["auth_methods"][0], "boitata-secret", "{report}");
     assert_full_turn(&report);
 }
+
+#[tokio::test]
+async fn the_python_sdk_with_its_default_environment_is_told_the_key_is_missing() {
+    let Some(python) = python() else { return };
+    let scenario = Scenario::new(list_then_answer());
+    let mut command = tokio::process::Command::new(python);
+    command
+        .arg(client_script())
+        .args(["stdio", "--expect-refusal", "--default-env", "--cwd"])
+        .arg(scenario.workspace())
+        .args([
+            "--prompt",
+            "hi",
+            "--",
+            agent_bin(),
+            "--stdio",
+            "--workspace",
+        ])
+        .arg(scenario.workspace())
+        .arg("--config")
+        .arg(scenario.config())
+        .current_dir(scenario.workspace())
+        .env_clear()
+        // The user's shell has a key; the SDK's default environment leaves it out.
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", scenario.workspace())
+        .env("OPENAI_API_KEY", "sk-in-the-users-shell-only-0123456789");
+    let report = run_client(command).await;
+    assert_eq!(report["agent_name"], "boitata-agent", "{report}");
+    assert_eq!(report["refused"]["code"], -32000, "{report}");
+    let message = report["refused"]["message"].as_str().unwrap();
+    assert!(message.contains("OPENAI_API_KEY"), "{message}");
+}

@@ -9,3 +9,4 @@ mod sandbox_daemon;
 mod sandbox_parallel;
 mod sandbox_support;
 mod sandbox_teardown;
+mod secrets_to_the_model;

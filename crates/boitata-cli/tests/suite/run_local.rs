@@ -484,3 +484,26 @@ fn secrets_in_the_task_are_not_stored_in_the_run_row() {
     assert!(!text.contains("sk-test-secret-123456789abcdef"), "{text}");
     assert!(text.contains("[REDACTED]"), "{text}");
 }
+
+#[test]
+fn a_run_as_root_warns_once_on_stderr() {
+    let repo = TempRepo::new();
+    let data = tempfile::tempdir().unwrap();
+    let script = data.path().join("script.json");
+    std::fs::write(&script, r#"{"turns": [{"text": "nothing to do"}]}"#).unwrap();
+    let output = boitata(data.path())
+        .args(["run", "look", "--provider", "scripted", "--workspace"])
+        .arg(repo.path())
+        .arg("--script")
+        .arg(&script)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let expected = usize::from(boitata_core::process::running_as_root());
+    assert_eq!(
+        stderr.matches("warning: boitata runs as root").count(),
+        expected,
+        "{stderr}"
+    );
+}

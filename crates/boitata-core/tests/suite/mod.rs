@@ -1,3 +1,4 @@
+mod agent_redaction;
 mod provider_anthropic;
 mod provider_build;
 mod provider_limits;

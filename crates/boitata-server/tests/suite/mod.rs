@@ -15,4 +15,5 @@ mod crash_recovery;
 mod rebinding;
 mod run_stream;
 mod sandbox;
+mod secrets;
 mod ui_browser;

@@ -27,6 +27,10 @@ pub(super) struct Setup {
     pub(super) max_concurrent_runs: usize,
     pub(super) allowed_hosts: Vec<String>,
     pub(super) sandboxes: bool,
+    /// The server's environment (runs' keys, `secrets.env` values).
+    pub(super) env: BTreeMap<String, String>,
+    /// `secrets.env` of its config.
+    pub(super) secrets_env: Vec<String>,
 }
 
 impl Default for Setup {
@@ -40,6 +44,8 @@ impl Default for Setup {
             max_concurrent_runs: 4,
             allowed_hosts: Vec::new(),
             sandboxes: false,
+            env: BTreeMap::new(),
+            secrets_env: Vec::new(),
         }
     }
 }
@@ -63,6 +69,18 @@ impl Setup {
     /// Runs get the Docker sandbox nodes too (the standard backends).
     pub(super) fn sandboxes(mut self) -> Self {
         self.sandboxes = true;
+        self
+    }
+
+    /// Sets a variable of the server's environment.
+    pub(super) fn env(mut self, name: &str, value: &str) -> Self {
+        self.env.insert(name.to_owned(), value.to_owned());
+        self
+    }
+
+    /// Names a variable in the config's `secrets.env`.
+    pub(super) fn secret_env(mut self, name: &str) -> Self {
+        self.secrets_env.push(name.to_owned());
         self
     }
 
@@ -97,9 +115,12 @@ impl TestServer {
         let mut config = Config::default();
         config.server.api_token = setup.token.clone();
         config.server.max_concurrent_runs = setup.max_concurrent_runs;
+        config.secrets.env = setup.secrets_env.clone();
+        config.apply_env(&setup.env).unwrap();
+        config.server.api_token = setup.token.clone();
         let mut options = ServerOptions::new(&blueprints, dir.path().join("data"), config);
         options.bind = "127.0.0.1:0".parse().unwrap();
-        options.env = Arc::new(BTreeMap::<String, String>::new());
+        options.env = Arc::new(setup.env.clone());
         options.backends = if setup.sandboxes {
             Backends::standard()
         } else {
