@@ -31,6 +31,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::http::{self, Decoder, Flow, HttpApi, HttpOptions};
+use super::surrogate::{resolve_markers, SurrogateJoiner};
 use super::{
     Message, ModelRequest, ModelStream, Provider, ProviderError, StopReason, StreamEvent, ToolCall,
     Usage,
@@ -342,6 +343,8 @@ struct PartialToolUse {
 #[derive(Debug, Default)]
 struct EventDecoder {
     tools: BTreeMap<u32, PartialToolUse>,
+    /// The surrogate halves of each text block being streamed, by block index.
+    texts: BTreeMap<u32, SurrogateJoiner>,
     usage: Usage,
     saw_usage: bool,
     stop: Option<StopReason>,
@@ -360,7 +363,29 @@ impl EventDecoder {
         }
     }
 
+    /// Text for block `index`, surrogate halves joined across its deltas.
+    fn text(&mut self, index: u32, text: &str, out: &mut VecDeque<StreamEvent>) {
+        let text = self.texts.entry(index).or_default().push(text);
+        if !text.is_empty() {
+            out.push_back(StreamEvent::TextDelta(text));
+        }
+    }
+
+    /// The text block `index` still holds back, if any.
+    fn end_text(&mut self, index: u32, out: &mut VecDeque<StreamEvent>) {
+        if let Some(mut joiner) = self.texts.remove(&index) {
+            let held = joiner.finish();
+            if !held.is_empty() {
+                out.push_back(StreamEvent::TextDelta(held));
+            }
+        }
+    }
+
     fn finish(&mut self, out: &mut VecDeque<StreamEvent>) {
+        let open: Vec<u32> = self.texts.keys().copied().collect();
+        for index in open {
+            self.end_text(index, out);
+        }
         if self.saw_usage {
             out.push_back(StreamEvent::Usage(self.usage));
         }
@@ -399,11 +424,7 @@ impl Decoder for EventDecoder {
                 index,
                 content_block,
             } => match content_block {
-                Block::Text { text } => {
-                    if !text.is_empty() {
-                        out.push_back(StreamEvent::TextDelta(text));
-                    }
-                }
+                Block::Text { text } => self.text(index, &text, out),
                 Block::ToolUse { id, name, input } => {
                     self.tools.insert(
                         index,
@@ -419,11 +440,7 @@ impl Decoder for EventDecoder {
             },
             ApiEvent::ContentBlockDelta { index, delta } => {
                 match delta {
-                    BlockDelta::TextDelta { text } => {
-                        if !text.is_empty() {
-                            out.push_back(StreamEvent::TextDelta(text));
-                        }
-                    }
+                    BlockDelta::TextDelta { text } => self.text(index, &text, out),
                     BlockDelta::InputJsonDelta { partial_json } => {
                         let tool = self.tools.get_mut(&index).ok_or_else(|| {
                         http::malformed(
@@ -437,10 +454,11 @@ impl Decoder for EventDecoder {
                 }
             }
             ApiEvent::ContentBlockStop { index } => {
+                self.end_text(index, out);
                 if let Some(tool) = self.tools.remove(&index) {
                     out.push_back(StreamEvent::ToolCall(ToolCall {
                         id: tool.id,
-                        name: tool.name,
+                        name: resolve_markers(&tool.name).into_owned(),
                         arguments: http::tool_arguments(tool.json, tool.initial),
                     }));
                 }

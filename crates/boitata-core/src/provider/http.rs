@@ -19,6 +19,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 
 use super::retry::{self, RetryPolicy};
+use super::surrogate::{mark_lone_surrogates, repair_lone_surrogates, resolve_markers};
 use super::{ModelStream, ProviderError, StreamEvent};
 use crate::config::ProviderConfig;
 use crate::redact::Redactor;
@@ -681,12 +682,14 @@ pub(crate) fn malformed(provider: &str, detail: String) -> ProviderError {
 
 /// An event's `data` parsed as `T`, or [`ProviderError::MalformedStream`] saying it
 /// is not `what` (e.g. "a chat completion chunk") and showing the start of the line.
+/// Lone surrogate halves in its strings come out marked for a
+/// [`super::surrogate::SurrogateJoiner`] (see [`mark_lone_surrogates`]).
 pub(crate) fn parse_data<T: DeserializeOwned>(
     provider: &str,
     data: &str,
     what: &str,
 ) -> Result<T, ProviderError> {
-    serde_json::from_str(data).map_err(|e| {
+    serde_json::from_str(&mark_lone_surrogates(data)).map_err(|e| {
         malformed(
             provider,
             format!("a data line is not {what} ({e}): {}", truncate(data, 200)),
@@ -704,13 +707,16 @@ pub(crate) fn api_error(provider: &str, kind: String, message: &str) -> Provider
     }
 }
 
-/// A tool call's streamed argument text as JSON: `if_blank` (else `{}`) when none
-/// streamed; unparsable text stays a JSON string so the agent can tell the model.
+/// A tool call's streamed argument text (its deltas joined, lone surrogate halves
+/// marked) as JSON: `if_blank` (else `{}`) when none streamed; lone halves, marked or
+/// escaped in the JSON text, become U+FFFD; unparsable text stays a JSON string so the
+/// agent can tell the model.
 pub(crate) fn tool_arguments(raw: String, if_blank: Option<Value>) -> Value {
+    let raw = resolve_markers(&raw).into_owned();
     if raw.trim().is_empty() {
         return if_blank.unwrap_or_else(|| json!({}));
     }
-    serde_json::from_str(&raw).unwrap_or(Value::String(raw))
+    serde_json::from_str(&repair_lone_surrogates(&raw)).unwrap_or(Value::String(raw))
 }
 
 /// At most `max` bytes of `text` (cut on a character boundary), with a marker if cut.

@@ -8,12 +8,17 @@
 //! A provider turns a [`ModelRequest`] into a stream of [`StreamEvent`]s. Tool calls are
 //! delivered whole ([`StreamEvent::ToolCall`]) once their streamed pieces are assembled;
 //! [`Provider::complete`] collects a stream into a [`ModelResponse`].
+//!
+//! A character split by the server into two lone UTF-16 surrogate escapes across two
+//! deltas (`\ud83d`, then `\ude42`) is joined again; a half that stays alone becomes
+//! U+FFFD, in every streamed field of both APIs, and never fails the response.
 
 pub mod anthropic;
 mod http;
 pub mod openai;
 mod retry;
 pub mod scripted;
+mod surrogate;
 
 use std::pin::Pin;
 use std::sync::Arc;

@@ -31,6 +31,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::http::{self, Decoder, Flow, HttpApi, HttpOptions};
+use super::surrogate::{resolve_markers, SurrogateJoiner};
 use super::{
     Message, ModelRequest, ModelStream, Provider, ProviderError, StopReason, StreamEvent, ToolCall,
     Usage,
@@ -265,6 +266,8 @@ struct ChunkDecoder {
     usage: Option<Usage>,
     /// Whether any tool call was delivered this turn.
     made_calls: bool,
+    /// The text deltas' surrogate halves.
+    content: SurrogateJoiner,
 }
 
 impl ChunkDecoder {
@@ -332,7 +335,7 @@ impl ChunkDecoder {
             };
             out.push_back(StreamEvent::ToolCall(ToolCall {
                 id,
-                name: call.name,
+                name: resolve_markers(&call.name).into_owned(),
                 arguments: http::tool_arguments(call.arguments, None),
             }));
             self.made_calls = true;
@@ -341,6 +344,10 @@ impl ChunkDecoder {
     }
 
     fn finish(&mut self, out: &mut VecDeque<StreamEvent>) -> Result<(), ProviderError> {
+        let held = self.content.finish();
+        if !held.is_empty() {
+            out.push_back(StreamEvent::TextDelta(held));
+        }
         self.flush_calls(out)?;
         if let Some(usage) = self.usage.take() {
             out.push_back(StreamEvent::Usage(usage));
@@ -400,8 +407,11 @@ impl Decoder for ChunkDecoder {
         // Only one choice is asked for (no `n`); a usage-only chunk has none.
         for choice in chunk.choices.unwrap_or_default() {
             if let Some(delta) = choice.delta {
-                if let Some(text) = delta.content.filter(|t| !t.is_empty()) {
-                    out.push_back(StreamEvent::TextDelta(text));
+                if let Some(text) = delta.content {
+                    let text = self.content.push(&text);
+                    if !text.is_empty() {
+                        out.push_back(StreamEvent::TextDelta(text));
+                    }
                 }
                 for call in delta.tool_calls.unwrap_or_default() {
                     self.tool_delta(call);
