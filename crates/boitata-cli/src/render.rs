@@ -227,6 +227,7 @@ impl Renderer {
                 self.status("thinking");
             }
             EventPayload::Usage { .. } => {}
+            EventPayload::Note { message } => self.line(&format!("  note: {message}")),
             EventPayload::RunFinished { status, error } => {
                 self.flush_output(|_| true);
                 let secs = started

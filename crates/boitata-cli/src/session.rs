@@ -168,7 +168,7 @@ pub(crate) async fn cancel_on_signals(
 }
 
 /// The config for a local `boitata run`: the files and environment, then the run's
-/// `--provider`, `--model`, `--script` and `--max-turns`.
+/// `--provider`, `--model`, `--script`, `--stream` and `--max-turns`.
 pub(crate) fn run_config(global: &GlobalArgs, args: &RunArgs) -> Result<Config, CliError> {
     let mut config = load_config(global)?;
     override_provider(
@@ -179,6 +179,9 @@ pub(crate) fn run_config(global: &GlobalArgs, args: &RunArgs) -> Result<Config, 
     )?;
     if let Some(max_turns) = args.max_turns {
         config.agent.max_turns = max_turns;
+    }
+    if let Some(stream) = args.stream {
+        config.provider.stream = stream;
     }
     // A checked-out repository's ./boitata.toml may not choose where the key goes.
     config.check_key_destination().map_err(CliError::usage)?;

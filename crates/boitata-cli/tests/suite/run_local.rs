@@ -484,3 +484,38 @@ fn secrets_in_the_task_are_not_stored_in_the_run_row() {
     assert!(!text.contains("sk-test-secret-123456789abcdef"), "{text}");
     assert!(text.contains("[REDACTED]"), "{text}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stream_false_sends_whole_requests_and_a_bad_value_is_refused() {
+    let model = boitata_test_support::FakeModel::openai().await;
+    model
+        .push(boitata_test_support::openai::completion(
+            serde_json::json!({"role": "assistant", "content": "all done"}),
+            "stop",
+        ))
+        .await;
+    let repo = TempRepo::new();
+    let data = tempfile::tempdir().unwrap();
+    let base_url = model.base_url();
+    let run = |stream: &str| {
+        let mut cmd = boitata(data.path());
+        cmd.env("BOITATA_BASE_URL", &base_url)
+            .args(["run", "hi", "--provider", "openai", "--stream", stream])
+            .arg("--workspace")
+            .arg(repo.path());
+        tokio::task::block_in_place(|| cmd.output().unwrap())
+    };
+    let output = run("false");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "all done");
+    let bodies = model.bodies().await;
+    assert_eq!(bodies.len(), 1);
+    assert_eq!(bodies[0]["stream"], false, "{}", bodies[0]);
+    assert_eq!(bodies[0]["tool_choice"], "auto", "{}", bodies[0]);
+
+    let output = run("sometimes");
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("use true, false or auto"), "{stderr}");
+}

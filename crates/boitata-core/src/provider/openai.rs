@@ -3,7 +3,11 @@
 //!
 //! Each request is `POST {base_url}/chat/completions` with `stream: true` and
 //! `stream_options: {"include_usage": true}`; the answer is Server-Sent Events, one
-//! `chat.completion.chunk` per `data:` line, ended by `data: [DONE]`.
+//! `chat.completion.chunk` per `data:` line, ended by `data: [DONE]`. With
+//! `provider.stream = false` (or after a refusal in `auto`, see
+//! [`StreamMode`](crate::config::StreamMode)) it is `stream: false` and the answer one
+//! `chat.completion` whose `choices[].message` is read like a delta. A request that
+//! offers tools says `tool_choice: "auto"`.
 //!
 //! - `base_url` defaults to `https://api.openai.com/v1`; point it at a local server
 //!   (`http://127.0.0.1:11434/v1` for Ollama) to use that instead.
@@ -90,8 +94,8 @@ impl OpenAi {
         self.api.url()
     }
 
-    /// The JSON body sent for `request`.
-    fn body(&self, request: &ModelRequest) -> Value {
+    /// The JSON body sent for `request`, asking for a streamed answer or not.
+    fn body(&self, request: &ModelRequest, stream: bool) -> Value {
         let mut messages = Vec::with_capacity(request.messages.len() + 1);
         if !request.system.is_empty() {
             messages.push(json!({"role": "system", "content": request.system}));
@@ -100,9 +104,11 @@ impl OpenAi {
         let mut body = json!({
             "model": self.model,
             "messages": messages,
-            "stream": true,
-            "stream_options": {"include_usage": true},
+            "stream": stream,
         });
+        if stream {
+            body["stream_options"] = json!({"include_usage": true});
+        }
         if !request.tools.is_empty() {
             body["tools"] = request
                 .tools
@@ -118,6 +124,8 @@ impl OpenAi {
                     })
                 })
                 .collect();
+            // Said outright: some servers take its absence as `none`.
+            body["tool_choice"] = json!("auto");
         }
         if let Some(max) = request.max_output_tokens {
             // OpenAI deprecated `max_tokens` (its reasoning models refuse it); the
@@ -187,7 +195,11 @@ impl Provider for OpenAi {
 
     async fn stream(&self, request: &ModelRequest) -> Result<ModelStream, ProviderError> {
         self.api
-            .stream(&self.body(request), ChunkDecoder::default())
+            .request(
+                |stream| self.body(request, stream),
+                !request.tools.is_empty(),
+                ChunkDecoder::default(),
+            )
             .await
     }
 }
@@ -206,7 +218,8 @@ struct Chunk {
 
 #[derive(Debug, Deserialize)]
 struct Choice {
-    #[serde(default)]
+    /// `message` in a whole (non-streamed) answer, which has the same fields.
+    #[serde(default, alias = "message")]
     delta: Option<Delta>,
     #[serde(default)]
     finish_reason: Option<String>,
@@ -385,6 +398,38 @@ impl Decoder for ChunkDecoder {
             return Ok(Flow::More);
         }
         let chunk: Chunk = http::parse_data(NAME, data, "a chat completion chunk")?;
+        self.chunk(chunk, out)?;
+        Ok(Flow::More)
+    }
+
+    fn whole(&mut self, body: &str, out: &mut VecDeque<StreamEvent>) -> Result<(), ProviderError> {
+        let completion: Chunk = http::parse_data(NAME, body.trim(), "a chat completion")?;
+        self.chunk(completion, out)?;
+        self.finish(out)
+    }
+
+    fn end(&mut self, out: &mut VecDeque<StreamEvent>) -> Result<(), ProviderError> {
+        // Some servers close without `[DONE]`; a finish_reason says the answer is whole.
+        if self.stop.is_some() {
+            return self.finish(out);
+        }
+        Err(http::malformed(
+            NAME,
+            "the stream ended without a finish_reason or [DONE]: the connection was cut or \
+             the server is not streaming chat completions"
+                .to_owned(),
+        ))
+    }
+}
+
+impl ChunkDecoder {
+    /// Handles one chunk, or a whole completion (its choices carry `message` for
+    /// `delta`).
+    fn chunk(
+        &mut self,
+        chunk: Chunk,
+        out: &mut VecDeque<StreamEvent>,
+    ) -> Result<(), ProviderError> {
         if let Some(error) = chunk.error {
             let message = error
                 .get("message")
@@ -422,19 +467,6 @@ impl Decoder for ChunkDecoder {
                 self.flush_calls(out)?;
             }
         }
-        Ok(Flow::More)
-    }
-
-    fn end(&mut self, out: &mut VecDeque<StreamEvent>) -> Result<(), ProviderError> {
-        // Some servers close without `[DONE]`; a finish_reason says the answer is whole.
-        if self.stop.is_some() {
-            return self.finish(out);
-        }
-        Err(http::malformed(
-            NAME,
-            "the stream ended without a finish_reason or [DONE]: the connection was cut or \
-             the server is not streaming chat completions"
-                .to_owned(),
-        ))
+        Ok(())
     }
 }

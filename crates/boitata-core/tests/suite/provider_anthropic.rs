@@ -374,6 +374,7 @@ async fn anthropic_sends_the_messages_request_shape() {
             "model": "claude-test",
             "max_tokens": 8192,
             "stream": true,
+            "tool_choice": {"type": "auto"},
             "system": "You are Boitata.",
             "messages": [
                 {"role": "user", "content": [{"type": "text", "text": "fix it"}]},

@@ -436,6 +436,7 @@ async fn openai_sends_the_chat_completions_request_shape() {
         json!({
             "model": "gpt-test",
             "stream": true,
+            "tool_choice": "auto",
             "stream_options": {"include_usage": true},
             "max_tokens": 512,
             "messages": [

@@ -502,6 +502,7 @@ impl Relay {
                 | EventPayload::ToolCall { .. }
                 | EventPayload::ToolResult { .. }
                 | EventPayload::Usage { .. }
+                | EventPayload::Note { .. }
                 | EventPayload::ExecOutput { .. }
         );
         if !relayed || self.failure.is_some() {

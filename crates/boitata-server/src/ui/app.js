@@ -571,6 +571,11 @@
           call.details.append(h("div", { class: "label" }, event.ok ? "result" : "error"), h("pre", {}, event.output));
           break;
         }
+        case "note": {
+          const b = blockFor(node);
+          note(b ? b.body : timeline, `note: ${event.message}`);
+          break;
+        }
         case "usage": {
           state.usage.input += event.input_tokens || 0;
           state.usage.output += event.output_tokens || 0;
