@@ -222,3 +222,28 @@ nodes:
     let error = report.error.unwrap();
     assert!(error.contains("no-such-dir"), "{error}");
 }
+
+#[tokio::test]
+async fn a_split_character_after_an_invalid_byte_is_joined_across_reads() {
+    let h = Harness::new();
+    let report = h
+        .run(
+            r#"name: utf8
+entry: a
+nodes:
+  a: { type: exec, command: "printf '\\377\\344\\270'; sleep 0.5; printf '\\200 two\\n'" }
+"#,
+        )
+        .await;
+    assert_eq!(report.status, RunStatus::Succeeded, "{report:?}");
+    let chunks: Vec<String> = h
+        .recorder
+        .events()
+        .into_iter()
+        .filter_map(|e| match e.payload {
+            EventPayload::ExecOutput { chunk, .. } => Some(chunk),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(chunks, ["\u{FFFD}", "\u{4E00} two\n"]);
+}
