@@ -70,6 +70,57 @@
     return line.length > max ? `${line.slice(0, max)}…` : line;
   }
 
+  // A tool call in one line: the arguments that matter for each tool, as the CLI
+  // shows them (boitata_core::tool::call_summary).
+  function callSummary(tool, args) {
+    args = args || {};
+    const str = (k) => (typeof args[k] === "string" ? args[k] : null);
+    const num = (k) => (typeof args[k] === "number" ? args[k] : null);
+    const parts = [];
+    const add = (v) => { if (v !== null && v !== undefined) parts.push(v); };
+    switch (tool) {
+      case "execute_command":
+        add(str("command"));
+        if (num("timeout_secs") !== null) add(`timeout ${num("timeout_secs")}s`);
+        break;
+      case "file_read": {
+        add(str("path"));
+        const first = Math.max(num("offset") || 1, 1);
+        if (num("limit") !== null) add(`lines ${first}–${first + Math.max(num("limit") - 1, 0)}`);
+        else if (first > 1) add(`from line ${first}`);
+        break;
+      }
+      case "file_write":
+        add(str("path"));
+        if (str("content") !== null) add(`${new TextEncoder().encode(str("content")).length} bytes`);
+        break;
+      case "file_edit":
+      case "list_dir":
+        add(str("path"));
+        break;
+      case "search":
+        if (str("pattern") !== null) add(`${JSON.stringify(str("pattern"))} in ${str("path") || "."}`);
+        if (str("glob") !== null) add(`glob ${str("glob")}`);
+        break;
+      case "git_status":
+        break;
+      case "git_diff":
+        if (args.staged === true) add("--staged");
+        add(str("path"));
+        break;
+      case "git_log":
+        if (num("max_count") !== null) add(`max ${num("max_count")}`);
+        break;
+      case "git_commit":
+        if (str("message") !== null) add(str("message").split("\n")[0]);
+        if (args.all === true) add("all");
+        break;
+      default:
+        for (const [k, v] of Object.entries(args)) add(`${k}=${typeof v === "string" ? v : JSON.stringify(v)}`);
+    }
+    return parts.join(", ").replace(/\r?\n|\r/g, " ");
+  }
+
   let toastTimer = null;
   function toast(message) {
     const el = $("#toast");
@@ -550,7 +601,7 @@
           const b = blockFor(node);
           const stateEl = h("span", { class: "tool-state wait" }, "running…");
           const args = event.arguments || {};
-          const summary = args.command || args.path || args.pattern || args.message || "";
+          const summary = callSummary(event.tool, args);
           const details = h(
             "details",
             { class: "tool", dataset: { event: "tool_call", call: event.call_id } },
