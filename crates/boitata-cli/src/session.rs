@@ -105,7 +105,11 @@ impl LocalRun {
             .emitter
             .emit(None, EventPayload::RunFinished { status, error })
         {
-            let _ = writeln!(std::io::stderr(), "error: {e}");
+            let _ = writeln!(
+                std::io::stderr(),
+                "error: {}",
+                crate::terminal::safe(&e.to_string())
+            );
         }
         self.renderer.finish();
         status.exit_code() as u8

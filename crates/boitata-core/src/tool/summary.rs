@@ -49,7 +49,7 @@ pub fn call_summary(tool: &str, arguments: &Value) -> String {
         }
         "file_edit" | "list_dir" => parts.extend(text("path").map(str::to_owned)),
         "search" => {
-            let pattern = text("pattern").map(|p| format!("{p:?}"));
+            let pattern = text("pattern").map(|p| format!("\"{p}\""));
             let path = text("path").filter(|p| !p.is_empty()).unwrap_or(".");
             parts.extend(pattern.map(|p| format!("{p} in {path}")));
             parts.extend(text("glob").map(|glob| format!("glob {glob}")));

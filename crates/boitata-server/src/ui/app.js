@@ -17,19 +17,27 @@
   const $ = (selector, root = document) => root.querySelector(selector);
 
   /** Builds an element. Text is always set as text, never parsed as HTML. */
+  // Bidirectional controls (U+202A–U+202E, U+2066–U+2069, U+200E, U+200F, U+061C) make
+  // text read in another order than it is ("safe\u202etxt.exe" shows as
+  // "safeexe.txt"): every untrusted text is shown with them as visible marks.
+  const BIDI = /[\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]/g;
+  function shown(text) {
+    return String(text).replace(BIDI, (c) => `<U+${c.charCodeAt(0).toString(16).toUpperCase().padStart(4, "0")}>`);
+  }
+
   function h(tag, attrs, ...children) {
     const el = document.createElement(tag);
     for (const [key, value] of Object.entries(attrs || {})) {
       if (value === null || value === undefined || value === false) continue;
       if (key === "class") el.className = value;
-      else if (key === "text") el.textContent = value;
+      else if (key === "text") el.textContent = shown(value);
       else if (key === "dataset") Object.assign(el.dataset, value);
       else if (key.startsWith("on") && typeof value === "function") el.addEventListener(key.slice(2), value);
       else el.setAttribute(key, value === true ? "" : String(value));
     }
     for (const child of children.flat()) {
       if (child === null || child === undefined || child === false) continue;
-      el.append(child instanceof Node ? child : String(child));
+      el.append(child instanceof Node ? child : shown(child));
     }
     return el;
   }
@@ -99,7 +107,7 @@
         add(str("path"));
         break;
       case "search":
-        if (str("pattern") !== null) add(`${JSON.stringify(str("pattern"))} in ${str("path") || "."}`);
+        if (str("pattern") !== null) add(`"${str("pattern")}" in ${str("path") || "."}`);
         if (str("glob") !== null) add(`glob ${str("glob")}`);
         break;
       case "git_status":
@@ -124,7 +132,7 @@
   let toastTimer = null;
   function toast(message) {
     const el = $("#toast");
-    el.textContent = message;
+    el.textContent = shown(message);
     el.hidden = false;
     clearTimeout(toastTimer);
     toastTimer = setTimeout(() => { el.hidden = true; }, 7000);
@@ -330,7 +338,7 @@
     const selectBlueprint = (name) => {
       blueprintSelect.value = name;
       const bp = offered.find((b) => b.name === name);
-      blueprintDesc.textContent = bp && bp.description ? bp.description : "";
+      blueprintDesc.textContent = bp && bp.description ? shown(bp.description) : "";
       for (const card of cards.querySelectorAll(".blueprint")) card.classList.toggle("selected", card.dataset.name === name);
       paramsBox.replaceChildren(
         ...(bp ? bp.params : []).map((param) =>
@@ -394,7 +402,7 @@
         });
         location.hash = `#/runs/${encodeURIComponent(run.id)}`;
       } catch (e) {
-        formError.textContent = e.message;
+        formError.textContent = shown(e.message);
         formError.hidden = false;
         submit.disabled = false;
       }
@@ -580,9 +588,9 @@
             b.body.append(b.console);
           }
           if (b.lastStream === event.stream && b.lastText) {
-            b.lastText.appendData(event.chunk);
+            b.lastText.appendData(shown(event.chunk));
           } else {
-            const text = document.createTextNode(event.chunk);
+            const text = document.createTextNode(shown(event.chunk));
             b.console.append(event.stream === "stderr" ? h("span", { class: "stderr" }, text) : text);
             b.lastStream = event.stream;
             b.lastText = text;
@@ -618,7 +626,7 @@
           const call = state.tools.get(event.call_id);
           if (!call) break;
           call.stateEl.className = `tool-state ${event.ok ? "ok" : "err"}`;
-          call.stateEl.textContent = event.ok ? `✓ ${event.output.length} chars` : `✗ ${firstLine(event.output, 60)}`;
+          call.stateEl.textContent = event.ok ? `✓ ${event.output.length} chars` : `✗ ${shown(firstLine(event.output, 60))}`;
           call.details.append(h("div", { class: "label" }, event.ok ? "result" : "error"), h("pre", {}, event.output));
           break;
         }
@@ -663,7 +671,7 @@
           const banner = h("div", { class: `finish ${event.status}`, id: "run-finished" }, `Run ${event.status}`, event.error ? h("span", { class: "why" }, event.error) : null);
           timeline.append(banner);
           if (event.error) {
-            errorBox.textContent = event.error;
+            errorBox.textContent = shown(event.error);
             errorBox.className = `run-error ${event.status}`;
             errorBox.hidden = false;
           }
@@ -680,7 +688,7 @@
       const batch = state.queue.splice(0);
       for (const event of batch) apply(event);
       renderFacts();
-      if (!raw.hidden) raw.textContent = state.rawLines.join("\n");
+      if (!raw.hidden) raw.textContent = shown(state.rawLines.join("\n"));
       if (follow.checked && batch.length) window.scrollTo({ top: document.body.scrollHeight });
     };
     const enqueue = (event) => {
@@ -690,7 +698,7 @@
         requestAnimationFrame(flush);
       }
     };
-    showRaw.addEventListener("change", () => { raw.textContent = state.rawLines.join("\n"); });
+    showRaw.addEventListener("change", () => { raw.textContent = shown(state.rawLines.join("\n")); });
 
     cancelButton.addEventListener("click", async () => {
       cancelButton.disabled = true;
@@ -709,7 +717,7 @@
       try {
         const run = await api(`/api/runs/${encodeURIComponent(runId)}`, { signal: controller.signal });
         state.run = run;
-        title.textContent = run.task;
+        title.textContent = shown(run.task);
         document.title = `${firstLine(run.task, 50)} · Boitata`;
         setStatus(run.status);
         renderFacts();
