@@ -105,14 +105,14 @@ pub fn tool_kind(tool: &str) -> ToolKind {
     }
 }
 
-/// A one-line title: the tool and its main argument (`execute_command: cargo test`).
+/// A one-line title: the tool and the arguments that matter
+/// ([`boitata_core::tool::call_summary`]), e.g. `execute_command: cargo test`.
 pub fn tool_title(tool: &str, arguments: &serde_json::Value) -> String {
-    let main = ["command", "path", "pattern", "message"]
-        .iter()
-        .find_map(|key| arguments.get(key).and_then(|v| v.as_str()));
-    let title = match main {
-        Some(main) => format!("{tool}: {}", main.replace(['\n', '\r'], " ")),
-        None => tool.to_owned(),
+    let summary = boitata_core::tool::call_summary(tool, arguments);
+    let title = if summary.is_empty() {
+        tool.to_owned()
+    } else {
+        format!("{tool}: {summary}")
     };
     if title.chars().count() <= MAX_TITLE_CHARS {
         return title;

@@ -556,7 +556,8 @@ impl Serialize for When {
     }
 }
 
-/// Scalars (strings, numbers, booleans) read as strings: `default: 3` is `"3"`.
+/// Scalars (strings, numbers, booleans) read as strings, as written: `default: 3.10`
+/// is `"3.10"`.
 pub(crate) mod scalar {
     use std::collections::BTreeMap;
     use std::fmt;
@@ -588,11 +589,15 @@ pub(crate) mod scalar {
         fn visit_bool<E: de::Error>(self, v: bool) -> Result<String, E> {
             Ok(v.to_string())
         }
+        fn visit_newtype_struct<D: Deserializer<'de>>(self, d: D) -> Result<String, D::Error> {
+            d.deserialize_any(self)
+        }
     }
 
-    /// A scalar as a string.
+    /// A scalar as a string: a number as written in the blueprint (`3.10`, `007`,
+    /// `0x1F`, `1e3` stay so), see [`crate::yaml::scalar_text`].
     pub(crate) fn string<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-        d.deserialize_any(ScalarString)
+        crate::yaml::scalar_text(d, ScalarString)
     }
 
     /// An optional scalar as a string (`null` is `None`).

@@ -392,19 +392,16 @@ impl Checker<'_> {
         whole: Option<Span>,
         context: &str,
     ) -> (Option<T>, bool) {
-        let blank = |span| Yaml {
-            value: Value::Str(String::new()),
-            span,
-        };
+        let blank = |span| Yaml::new(Value::Str(String::new()), span);
         let mut all_fit = true;
         loop {
-            let map = Yaml {
-                value: Value::Map(Mapping {
+            let map = Yaml::new(
+                Value::Map(Mapping {
                     entries: entries.clone(),
                     duplicates: Vec::new(),
                 }),
-                span: whole,
-            };
+                whole,
+            );
             let e = match T::deserialize(&map) {
                 Ok(value) => return (Some(value), all_fit),
                 Err(e) => e,
@@ -652,10 +649,7 @@ impl Checker<'_> {
                         text: (*field).to_owned(),
                         span: None,
                     },
-                    Yaml {
-                        value: Value::Str(String::new()),
-                        span: None,
-                    },
+                    Yaml::new(Value::Str(String::new()), None),
                 ));
             }
         }
@@ -695,7 +689,7 @@ impl Checker<'_> {
             read.templates = env_templates(common.env);
             return read;
         };
-        ok &= self.limits(id, &spec, &read.spans);
+        ok &= self.limits(id, &spec, map, &read.spans);
         let node = Node {
             id: id.to_owned(),
             description: common.description,
@@ -719,11 +713,23 @@ impl Checker<'_> {
     /// `max_turns` that parse but would fail at run time or silently weaken a limit
     /// (`cpus: 0.0000000001` is no CPU limit at all to Docker). A templated value is
     /// checked after substitution, at run time. Returns false when one is wrong.
-    fn limits(&mut self, id: &str, spec: &NodeSpec, spans: &HashMap<String, Option<Span>>) -> bool {
+    fn limits(
+        &mut self,
+        id: &str,
+        spec: &NodeSpec,
+        written: &Mapping,
+        spans: &HashMap<String, Option<Span>>,
+    ) -> bool {
         let mut problems: Vec<(&str, String)> = Vec::new();
         match spec {
             NodeSpec::Provision(p) => {
-                if spans.contains_key("image") && p.image.trim().is_empty() {
+                // Only an empty string as written: a value already reported as not a
+                // string was read as empty and needs no second error.
+                let written_empty = written
+                    .get("image")
+                    .and_then(Yaml::as_str)
+                    .is_some_and(|image| image.trim().is_empty());
+                if written_empty {
                     problems.push((
                         "image",
                         "image is empty: name an image, e.g. boitata-agent-rust:latest".into(),

@@ -43,6 +43,24 @@ impl Span {
 pub(crate) struct Yaml {
     pub(crate) value: Value,
     pub(crate) span: Option<Span>,
+    /// For a plain scalar read as a number or a boolean: the text as written (`3.10`,
+    /// `007`, `0x1F`), which a number would not give back.
+    pub(crate) source: Option<Box<str>>,
+}
+
+/// The name [`scalar_text`] asks a `&Yaml` for: a number comes back as the text it was
+/// written as, not as the number (`3.10` stays `3.10`, not `3.1`).
+pub(crate) const SCALAR_TEXT: &str = "boitata::ScalarText";
+
+/// The text a scalar was written as, when a field takes any scalar as text (param
+/// defaults, `env` values): through `&Yaml`, a number as written ([`Yaml::source`]);
+/// through another deserializer, what [`Deserializer::deserialize_any`] gives `visitor`.
+pub(crate) fn scalar_text<'de, D, V>(d: D, visitor: V) -> Result<V::Value, D::Error>
+where
+    D: Deserializer<'de>,
+    V: Visitor<'de>,
+{
+    d.deserialize_newtype_struct(SCALAR_TEXT, visitor)
 }
 
 /// A YAML value.
@@ -89,6 +107,40 @@ pub(crate) struct Key {
 }
 
 impl Yaml {
+    /// A value written at `span` (not from a parsed file: no source text).
+    pub(crate) fn new(value: Value, span: Option<Span>) -> Self {
+        Yaml {
+            value,
+            span,
+            source: None,
+        }
+    }
+
+    /// Records, for each plain number and boolean in the tree, its text in `text`
+    /// (the file the tree was read from).
+    fn keep_source(&mut self, text: &str) {
+        match &mut self.value {
+            Value::Int(_) | Value::Float(_) | Value::Bool(_) => {
+                let written = self
+                    .span
+                    .and_then(|span| text.get(span.offset..span.offset + span.len));
+                // An alias (`*a`) names another node; an anchor or a tag (`&a 3.10`,
+                // `!!float 1`) comes before the scalar itself.
+                self.source = written
+                    .filter(|w| !w.starts_with('*'))
+                    .and_then(|w| w.split_whitespace().last())
+                    .filter(|w| !w.is_empty() && !w.starts_with(['&', '!']))
+                    .map(Box::from);
+            }
+            Value::Seq(items) => items.iter_mut().for_each(|item| item.keep_source(text)),
+            Value::Map(map) => map
+                .entries
+                .iter_mut()
+                .for_each(|(_, value)| value.keep_source(text)),
+            Value::Null | Value::Str(_) => {}
+        }
+    }
+
     /// A short name of the value's kind, for messages.
     pub(crate) fn kind(&self) -> &'static str {
         match self.value {
@@ -166,12 +218,15 @@ pub(crate) fn read(text: &str) -> Result<Yaml, SyntaxError> {
             span: Some(Span { offset: 0, len: 0 }),
         });
     }
-    serde_saphyr::from_str_with_options::<Yaml>(text, options()).map_err(|e| SyntaxError {
-        message: syntax_message(&e),
-        span: e
-            .location()
-            .and_then(|l| Span::from_location(l).or_else(|| span_at_line_column(text, l))),
-    })
+    let mut yaml =
+        serde_saphyr::from_str_with_options::<Yaml>(text, options()).map_err(|e| SyntaxError {
+            message: syntax_message(&e),
+            span: e
+                .location()
+                .and_then(|l| Span::from_location(l).or_else(|| span_at_line_column(text, l))),
+        })?;
+    yaml.keep_source(text);
+    Ok(yaml)
 }
 
 /// The byte offset of a 1-based line and (character) column of `text`.
@@ -230,10 +285,10 @@ fn syntax_message(e: &serde_saphyr::Error) -> String {
 impl<'de> Deserialize<'de> for Yaml {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let spanned = Spanned::<Value>::deserialize(d)?;
-        Ok(Yaml {
-            span: Span::from_location(spanned.referenced),
-            value: spanned.value,
-        })
+        Ok(Yaml::new(
+            spanned.value,
+            Span::from_location(spanned.referenced),
+        ))
     }
 }
 
@@ -432,12 +487,37 @@ impl<'de> Deserializer<'de> for &'de Yaml {
 
     fn deserialize_newtype_struct<V: Visitor<'de>>(
         self,
-        _name: &'static str,
+        name: &'static str,
         visitor: V,
     ) -> Result<V::Value, DeError> {
-        visitor
-            .visit_newtype_struct(self)
-            .map_err(|e| e.at(self.span))
+        let result = match (&self.value, &self.source) {
+            (Value::Int(_) | Value::Float(_) | Value::Bool(_), Some(source))
+                if name == SCALAR_TEXT =>
+            {
+                visitor.visit_str(source)
+            }
+            _ => visitor.visit_newtype_struct(self),
+        };
+        result.map_err(|e| e.at(self.span))
+    }
+
+    fn deserialize_str<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        self.deserialize_string(visitor)
+    }
+
+    /// A string field given a plain number or boolean: one error quoting the text as
+    /// written, which asks for quotes (a number would print `3.10` as `3.1`).
+    fn deserialize_string<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        match (&self.value, &self.source) {
+            (Value::Int(_) | Value::Float(_) | Value::Bool(_), Some(source)) => {
+                let error: DeError = de::Error::custom(format!(
+                    "expected a string, found {} written as {source}: put it in quotes (\"{source}\") for the text",
+                    self.kind()
+                ));
+                Err(error.at(self.span))
+            }
+            _ => self.deserialize_any(visitor),
+        }
     }
 
     fn deserialize_enum<V: Visitor<'de>>(
@@ -457,7 +537,7 @@ impl<'de> Deserializer<'de> for &'de Yaml {
     }
 
     serde::forward_to_deserialize_any! {
-        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char
         bytes byte_buf unit unit_struct seq tuple tuple_struct map struct
         identifier ignored_any
     }

@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use boitata_core::config::StreamMode;
 use clap::{Args, Parser, Subcommand};
 
 /// Run LLM coding agents on real repositories, safely.
@@ -107,6 +108,11 @@ pub(crate) struct RunArgs {
     /// For the scripted provider: the script file (overrides config and BOITATA_SCRIPT).
     #[arg(long, value_name = "FILE")]
     pub(crate) script: Option<PathBuf>,
+    /// Ask the model server for streamed answers: true, false or auto (overrides
+    /// provider.stream and BOITATA_STREAM; auto, the default, falls back to whole
+    /// answers when a server refuses to stream with tools).
+    #[arg(long, value_name = "true|false|auto", value_parser = parse_stream)]
+    pub(crate) stream: Option<StreamMode>,
     /// The most model requests the agent may make (overrides agent.max_turns). In a
     /// blueprint it applies to agent nodes without their own max_turns: a node's
     /// max_turns wins.
@@ -141,6 +147,10 @@ pub(crate) struct RemoteArgs {
         hide_env_values = true
     )]
     pub(crate) token: Option<String>,
+}
+
+fn parse_stream(text: &str) -> Result<StreamMode, String> {
+    StreamMode::parse(text).map_err(|e| e.to_string())
 }
 
 fn parse_param(text: &str) -> Result<(String, String), String> {

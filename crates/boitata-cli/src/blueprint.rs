@@ -29,8 +29,10 @@ fn render(diagnostics: &Diagnostics) -> String {
     diagnostics.render_with(&handler)
 }
 
+/// Prints drawn diagnostics (their colours kept) with bidirectional controls in the
+/// blueprint's source lines made visible.
 fn eprint(text: &str) {
-    let _ = write!(std::io::stderr(), "{text}");
+    let _ = write!(std::io::stderr(), "{}", crate::terminal::visible_bidi(text));
 }
 
 /// How to print a valid blueprint's warnings.
@@ -94,7 +96,11 @@ pub(crate) fn validate(args: &BlueprintValidateArgs) -> u8 {
                 );
             }
             Err(message) => {
-                let _ = writeln!(std::io::stderr(), "error: {message}");
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "error: {}",
+                    crate::terminal::visible_bidi(&message)
+                );
                 code = EXIT_FAILED;
             }
         }

@@ -254,6 +254,7 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, CliError> {
         ("--provider", args.provider.is_some()),
         ("--model", args.model.is_some()),
         ("--script", args.script.is_some()),
+        ("--stream", args.stream.is_some()),
         ("--max-turns", args.max_turns.is_some()),
     ];
     if let Some((flag, _)) = local_only.iter().find(|(_, set)| *set) {

@@ -205,7 +205,7 @@ impl Renderer {
             EventPayload::ToolCall {
                 tool, arguments, ..
             } => {
-                let summary = summarize_arguments(arguments);
+                let summary = boitata_core::tool::call_summary(tool, arguments);
                 self.line(&format!("  → {tool} {summary}"));
                 self.status(format!("{tool} {summary}"));
             }
@@ -227,6 +227,7 @@ impl Renderer {
                 self.status("thinking");
             }
             EventPayload::Usage { .. } => {}
+            EventPayload::Note { message } => self.line(&format!("  note: {message}")),
             EventPayload::RunFinished { status, error } => {
                 self.flush_output(|_| true);
                 let secs = started
@@ -327,17 +328,6 @@ impl Renderer {
         let line = line.strip_suffix('\r').unwrap_or(line);
         self.line(&format!("  {bar} {line}"));
     }
-}
-
-/// A short view of tool arguments: the path or command when there is one.
-fn summarize_arguments(arguments: &serde_json::Value) -> String {
-    for key in ["command", "path", "pattern", "message"] {
-        if let Some(v) = arguments.get(key).and_then(|v| v.as_str()) {
-            let one_line: String = v.lines().next().unwrap_or("").chars().take(80).collect();
-            return one_line;
-        }
-    }
-    String::new()
 }
 
 impl EventSink for Renderer {

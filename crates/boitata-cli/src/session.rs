@@ -120,7 +120,11 @@ impl LocalRun {
             .emitter
             .emit(None, EventPayload::RunFinished { status, error })
         {
-            let _ = writeln!(std::io::stderr(), "error: {e}");
+            let _ = writeln!(
+                std::io::stderr(),
+                "error: {}",
+                crate::terminal::safe(&e.to_string())
+            );
         }
         self.renderer.finish();
         status.exit_code() as u8
@@ -183,7 +187,7 @@ pub(crate) async fn cancel_on_signals(
 }
 
 /// The config for a local `boitata run`: the files and environment, then the run's
-/// `--provider`, `--model`, `--script` and `--max-turns`.
+/// `--provider`, `--model`, `--script`, `--stream` and `--max-turns`.
 pub(crate) fn run_config(global: &GlobalArgs, args: &RunArgs) -> Result<Config, CliError> {
     let mut config = load_config(global)?;
     override_provider(
@@ -194,6 +198,9 @@ pub(crate) fn run_config(global: &GlobalArgs, args: &RunArgs) -> Result<Config, 
     )?;
     if let Some(max_turns) = args.max_turns {
         config.agent.max_turns = max_turns;
+    }
+    if let Some(stream) = args.stream {
+        config.provider.stream = stream;
     }
     // A checked-out repository's ./boitata.toml may not choose where the key goes.
     config.check_key_destination().map_err(CliError::usage)?;

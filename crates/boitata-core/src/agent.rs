@@ -172,6 +172,8 @@ impl Agent {
             turns: 0,
             usage: Usage::default(),
         };
+        // Each note once per run, however many responses repeat it.
+        let mut notes_sent: Vec<String> = Vec::new();
         while outcome.turns < self.settings.max_turns {
             if cancel.is_cancelled() {
                 outcome.stop = AgentStop::Cancelled;
@@ -187,6 +189,17 @@ impl Agent {
                 }
                 response = self.provider.complete(&request, &mut ignore_deltas) => response?,
             };
+            for note in &response.notes {
+                if !notes_sent.contains(note) {
+                    emitter.emit(
+                        node,
+                        EventPayload::Note {
+                            message: note.clone(),
+                        },
+                    )?;
+                    notes_sent.push(note.clone());
+                }
+            }
             if let Some(usage) = response.usage {
                 outcome.usage.input_tokens += usage.input_tokens;
                 outcome.usage.output_tokens += usage.output_tokens;

@@ -9,7 +9,7 @@
 //! `./boitata.toml` is not trusted with the API key: when it sets `provider.base_url`,
 //! [`Config::check_key_destination`] refuses until the user confirms the URL (see
 //! there). Environment variables then override the file:
-//! `BOITATA_PROVIDER`, `BOITATA_MODEL`, `BOITATA_BASE_URL`, `BOITATA_SCRIPT`,
+//! `BOITATA_PROVIDER`, `BOITATA_MODEL`, `BOITATA_BASE_URL`, `BOITATA_STREAM`, `BOITATA_SCRIPT`,
 //! `BOITATA_DATA_DIR`, `BOITATA_API_TOKEN`; API keys come from `OPENAI_API_KEY` and
 //! `ANTHROPIC_API_KEY` only (never from a file that might be committed).
 //!
@@ -21,6 +21,7 @@
 //! timeout = "120s"        # idle: connection, headers, each pause in the stream
 //! total_timeout = "10m"    # the whole request, retries and streamed answer included
 //! max_retries = 4
+//! stream = "auto"         # true | false | "auto": stream, or fall back when refused
 //!
 //! [agent]
 //! max_turns = 30
@@ -188,6 +189,9 @@ pub struct ProviderConfig {
     pub total_timeout: Duration,
     /// Retries for 429 and 5xx.
     pub max_retries: u32,
+    /// Whether to ask for a streamed answer: `true`, `false` or `"auto"` (the
+    /// default; also `BOITATA_STREAM`).
+    pub stream: StreamMode,
     /// The API key: filled from the environment only, never read from a file.
     #[serde(skip)]
     pub api_key: Option<String>,
@@ -206,6 +210,7 @@ impl Default for ProviderConfig {
             timeout: Duration::from_secs(120),
             total_timeout: Duration::from_secs(600),
             max_retries: 4,
+            stream: StreamMode::default(),
             api_key: None,
             base_url_from_env: false,
         }
@@ -218,6 +223,83 @@ impl ProviderConfig {
         self.model
             .clone()
             .unwrap_or_else(|| self.kind.default_model().to_owned())
+    }
+}
+
+/// Whether a provider asks for a streamed answer (`provider.stream`).
+///
+/// In TOML: `stream = true`, `stream = false` or `stream = "auto"`; in
+/// `BOITATA_STREAM` and `--stream`: `true`, `false` or `auto`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StreamMode {
+    /// Always stream (`stream: true` in every request).
+    Always,
+    /// Never stream: one whole JSON answer per request (no text deltas).
+    Never,
+    /// Stream, but when a server refuses to stream a request that offers tools
+    /// (llama.cpp's Python server does), send that request and the run's later ones
+    /// without streaming, and say so once in a note event.
+    #[default]
+    Auto,
+}
+
+impl StreamMode {
+    /// `true`, `false` or `auto`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StreamMode::Always => "true",
+            StreamMode::Never => "false",
+            StreamMode::Auto => "auto",
+        }
+    }
+
+    /// Parses `true`, `false` or `auto` (also `yes`/`no`, `on`/`off`, `1`/`0`).
+    ///
+    /// # Errors
+    /// [`ConfigError::InvalidStream`] for anything else.
+    pub fn parse(text: &str) -> Result<Self, ConfigError> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "true" | "yes" | "on" | "1" => Ok(StreamMode::Always),
+            "false" | "no" | "off" | "0" => Ok(StreamMode::Never),
+            "auto" => Ok(StreamMode::Auto),
+            _ => Err(ConfigError::InvalidStream(text.to_owned())),
+        }
+    }
+}
+
+impl Serialize for StreamMode {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            StreamMode::Always => serializer.serialize_bool(true),
+            StreamMode::Never => serializer.serialize_bool(false),
+            StreamMode::Auto => serializer.serialize_str("auto"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for StreamMode {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = StreamMode;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("true, false or \"auto\"")
+            }
+
+            fn visit_bool<E: serde::de::Error>(self, value: bool) -> Result<StreamMode, E> {
+                Ok(if value {
+                    StreamMode::Always
+                } else {
+                    StreamMode::Never
+                })
+            }
+
+            fn visit_str<E: serde::de::Error>(self, value: &str) -> Result<StreamMode, E> {
+                StreamMode::parse(value).map_err(E::custom)
+            }
+        }
+        deserializer.deserialize_any(Visitor)
     }
 }
 
@@ -319,6 +401,10 @@ pub enum ConfigError {
     /// An unknown provider name.
     #[error("unknown provider {0:?}: use openai, anthropic or scripted")]
     UnknownProvider(String),
+    /// A `stream` setting (`provider.stream`, `BOITATA_STREAM`, `--stream`) that is
+    /// none of `true`, `false`, `auto`.
+    #[error("invalid stream setting {0:?}: use true, false or auto")]
+    InvalidStream(String),
     /// A config file in the current directory would send the API key elsewhere.
     #[error(
         "{path} (a config file in the current directory) sets provider.base_url = {url:?}, \
@@ -464,7 +550,8 @@ impl Config {
     /// Applies the environment overrides listed in the module docs.
     ///
     /// # Errors
-    /// [`ConfigError::UnknownProvider`] for a bad `BOITATA_PROVIDER`.
+    /// [`ConfigError::UnknownProvider`] for a bad `BOITATA_PROVIDER`,
+    /// [`ConfigError::InvalidStream`] for a bad `BOITATA_STREAM`.
     pub fn apply_env(&mut self, env: &dyn EnvSource) -> Result<(), ConfigError> {
         if let Some(kind) = env.var("BOITATA_PROVIDER") {
             self.provider.kind = ProviderKind::parse(&kind)?;
@@ -475,6 +562,9 @@ impl Config {
         if let Some(url) = env.var("BOITATA_BASE_URL") {
             self.provider.base_url = Some(url);
             self.provider.base_url_from_env = true;
+        }
+        if let Some(stream) = env.var("BOITATA_STREAM") {
+            self.provider.stream = StreamMode::parse(&stream)?;
         }
         if let Some(script) = env.var("BOITATA_SCRIPT") {
             self.provider.script = Some(PathBuf::from(script));
@@ -612,6 +702,31 @@ mod tests {
                 .redact("pw correct-horse-battery, other-value"),
             "pw [REDACTED], other-value"
         );
+    }
+
+    #[test]
+    fn stream_setting_reads_booleans_auto_and_the_environment() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b.toml");
+        for (text, mode) in [
+            ("false", StreamMode::Never),
+            ("true", StreamMode::Always),
+            ("\"auto\"", StreamMode::Auto),
+        ] {
+            std::fs::write(&path, format!("[provider]\nstream = {text}\n")).unwrap();
+            let config = Config::load(Some(&path), &env(&[])).unwrap();
+            assert_eq!(config.provider.stream, mode, "stream = {text}");
+        }
+        assert_eq!(Config::default().provider.stream, StreamMode::Auto);
+        let config = Config::load(Some(&path), &env(&[("BOITATA_STREAM", "false")])).unwrap();
+        assert_eq!(config.provider.stream, StreamMode::Never);
+        std::fs::write(&path, "[provider]\nstream = \"sometimes\"\n").unwrap();
+        let error = Config::load(Some(&path), &env(&[]))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("use true, false or auto"), "{error}");
+        let error = Config::load(None, &env(&[("BOITATA_STREAM", "maybe")])).unwrap_err();
+        assert!(matches!(error, ConfigError::InvalidStream(_)), "{error}");
     }
 
     #[test]

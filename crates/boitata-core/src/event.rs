@@ -145,6 +145,12 @@ pub enum EventPayload {
         /// Completion tokens.
         output_tokens: u64,
     },
+    /// Something the user should know about how the run is carried out that is not
+    /// an error (a provider falling back to non-streaming requests, …).
+    Note {
+        /// The note, one line.
+        message: String,
+    },
     /// The run ended.
     RunFinished {
         /// How it ended.
@@ -169,6 +175,7 @@ impl EventPayload {
             EventPayload::ToolCall { .. } => "tool_call",
             EventPayload::ToolResult { .. } => "tool_result",
             EventPayload::Usage { .. } => "usage",
+            EventPayload::Note { .. } => "note",
             EventPayload::RunFinished { .. } => "run_finished",
         }
     }

@@ -427,14 +427,44 @@ impl Capture {
         let cut = self.total - kept;
         let mut bytes = self.head;
         if cut > 0 {
-            let mut text = String::from_utf8_lossy(&bytes).into_owned();
+            // Cut between characters, not inside one.
+            let head = &bytes[..utf8_prefix_len(&bytes)];
+            let tail = Vec::from(self.tail);
+            let skip = tail
+                .iter()
+                .take(3)
+                .take_while(|&&b| b & 0xC0 == 0x80)
+                .count();
+            let cut = cut + (bytes.len() - head.len() + skip) as u64;
+            let mut text = String::from_utf8_lossy(head).into_owned();
             text.push_str(&cut_marker(cut));
-            text.push_str(&String::from_utf8_lossy(&Vec::from(self.tail)));
+            text.push_str(&String::from_utf8_lossy(&tail[skip..]));
             (text, cut)
         } else {
             bytes.extend(self.tail);
             (String::from_utf8_lossy(&bytes).into_owned(), 0)
         }
+    }
+}
+
+/// The length of `bytes` without a trailing incomplete UTF-8 sequence: only the
+/// start of a character that the next read may finish is held back, whatever comes
+/// before it (invalid bytes count as complete; they become U+FFFD). The one rule every
+/// reader of streamed command output uses (host and sandbox `exec`, the cut in
+/// [`ChildCommand::run`]'s output).
+pub fn utf8_prefix_len(bytes: &[u8]) -> usize {
+    // A character is at most 4 bytes: an unfinished one starts in the last 3.
+    let earliest = bytes.len().saturating_sub(3);
+    let Some(start) = (earliest..bytes.len())
+        .rev()
+        .find(|&at| bytes[at] & 0xC0 != 0x80)
+    else {
+        return bytes.len();
+    };
+    match std::str::from_utf8(&bytes[start..]) {
+        // Valid so far, but cut short: the rest may come with the next read.
+        Err(e) if e.valid_up_to() == 0 && e.error_len().is_none() => start,
+        _ => bytes.len(),
     }
 }
 
@@ -508,6 +538,18 @@ mod tests {
         let (text, cut) = capture.finish();
         assert_eq!(cut, 9);
         assert_eq!(text, format!("01234{}efXYZ", cut_marker(9)));
+    }
+
+    #[test]
+    fn capture_cuts_between_characters() {
+        let mut capture = Capture::new(8);
+        // Head: "ab" + the first 2 bytes of "一"; tail: its last byte + "cd" + "é".
+        capture.push("ab一xxxxxxcd一é".as_bytes());
+        let (text, cut) = capture.finish();
+        assert!(!text.contains('\u{FFFD}'), "{text}");
+        assert!(text.starts_with("ab"), "{text}");
+        assert!(text.ends_with("é"), "{text}");
+        assert_eq!(cut, "ab一xxxxxxcd一é".len() as u64 - 2 - 2);
     }
 
     #[test]

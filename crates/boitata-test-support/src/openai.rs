@@ -34,6 +34,17 @@ pub fn text_reply(text: &str) -> ResponseTemplate {
     ])
 }
 
+/// A whole (non-streamed) `chat.completion` answer: one choice with `message` and
+/// `finish_reason`, and usage (12 prompt tokens, 4 completion tokens).
+pub fn completion(message: Value, finish_reason: &str) -> ResponseTemplate {
+    ResponseTemplate::new(200).set_body_json(json!({
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+        "usage": {"prompt_tokens": 12, "completion_tokens": 4},
+    }))
+}
+
 /// A chunk with these `choices`.
 pub fn chunk(choices: Value) -> SseEvent {
     SseEvent::json(&json!({

@@ -2,6 +2,8 @@
 //! UTF-8 characters, and the tail that becomes the node's output. Every `exec`
 //! handler, on the host or in a sandbox, relays output this way.
 
+use boitata_core::process::utf8_prefix_len;
+
 use super::EXEC_OUTPUT_TAIL_BYTES;
 
 /// One output stream of a command (stdout or stderr): bytes in as they are read, text
@@ -61,16 +63,6 @@ impl ExecOutputBuffer {
     }
 }
 
-/// The length of `bytes` without a trailing incomplete UTF-8 sequence (invalid bytes
-/// count as complete; they become U+FFFD).
-fn utf8_prefix_len(bytes: &[u8]) -> usize {
-    match std::str::from_utf8(bytes) {
-        Ok(_) => bytes.len(),
-        Err(e) if e.error_len().is_none() => e.valid_up_to(),
-        Err(_) => bytes.len(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::utf8_prefix_len;
@@ -81,5 +73,21 @@ mod tests {
         assert_eq!(utf8_prefix_len(&[b'a', e[0]]), 1);
         assert_eq!(utf8_prefix_len(&[b'a', e[0], e[1]]), 3);
         assert_eq!(utf8_prefix_len(&[0xff, b'a']), 2);
+        // An invalid byte before the start of a split character.
+        assert_eq!(utf8_prefix_len(&[0xff, 0xe4, 0xb8]), 1);
+        assert_eq!(utf8_prefix_len(&[0xe4, 0xb8]), 0);
+        // Continuation bytes with no lead, and a lead that cannot start a character.
+        assert_eq!(utf8_prefix_len(&[b'a', 0x80, 0x80, 0x80]), 4);
+        assert_eq!(utf8_prefix_len(&[b'a', 0xff]), 2);
+    }
+
+    #[test]
+    fn an_invalid_byte_next_to_a_split_character_is_the_only_replacement() {
+        let mut output = super::ExecOutputBuffer::default();
+        let first = output.push(b"\xff\xe4\xb8");
+        let second = output.push(b"\x80 two\n");
+        assert_eq!(first.as_deref(), Some("\u{FFFD}"));
+        assert_eq!(second.as_deref(), Some("\u{4E00} two\n"));
+        assert_eq!(output.finish(), None);
     }
 }

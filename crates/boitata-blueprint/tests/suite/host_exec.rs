@@ -222,3 +222,62 @@ nodes:
     let error = report.error.unwrap();
     assert!(error.contains("no-such-dir"), "{error}");
 }
+
+#[tokio::test]
+async fn a_split_character_after_an_invalid_byte_is_joined_across_reads() {
+    let h = Harness::new();
+    let report = h
+        .run(
+            r#"name: utf8
+entry: a
+nodes:
+  a: { type: exec, command: "printf '\\377\\344\\270'; sleep 0.5; printf '\\200 two\\n'" }
+"#,
+        )
+        .await;
+    assert_eq!(report.status, RunStatus::Succeeded, "{report:?}");
+    let chunks: Vec<String> = h
+        .recorder
+        .events()
+        .into_iter()
+        .filter_map(|e| match e.payload {
+            EventPayload::ExecOutput { chunk, .. } => Some(chunk),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(chunks, ["\u{FFFD}", "\u{4E00} two\n"]);
+}
+
+/// Param defaults and `env` values written as plain numbers render as written:
+/// `3.10` stays `3.10` (not `3.1`), and so do `1.0`, `007`, `0x1F`, `1e3` and a
+/// 23-digit integer.
+#[tokio::test]
+async fn numbers_in_text_fields_render_as_written() {
+    let h = Harness::new();
+    let report = h
+        .run(
+            r#"name: numbers
+params:
+  v: { default: 3.10 }
+  one: { default: 1.0 }
+  octal: { default: 007 }
+  hex: { default: 0x1F }
+  exp: { default: 1e3 }
+  big: { default: 12345678901234567890123 }
+  anchored: { default: &n 2.50 }
+entry: a
+nodes:
+  a:
+    type: exec
+    env: { V: 3.10, B: true, N: *n }
+    command: 'echo "{params.v} $V {params.one} {params.octal} {params.hex} {params.exp} {params.big} {params.anchored} $N $B"'
+"#,
+        )
+        .await;
+    assert_eq!(report.status, RunStatus::Succeeded, "{report:?}");
+    // An alias (`*n`) is a copy of its anchor's value: a number, shown as one.
+    assert_eq!(
+        report.outputs["a"],
+        "3.10 3.10 1.0 007 0x1F 1e3 12345678901234567890123 2.50 2.5 true\n"
+    );
+}

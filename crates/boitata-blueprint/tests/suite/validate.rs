@@ -499,3 +499,32 @@ edges:
         panic!("{}", d.render(100));
     }
 }
+
+/// A string field given a plain number: one error, quoting the number as written (not
+/// `3.1`), and no second "image is empty" for the value it could not take.
+#[test]
+fn a_string_field_given_a_number_quotes_it_as_written_in_one_error() {
+    for (written, kind) in [
+        ("3.10", "a number"),
+        ("007", "a number"),
+        ("42", "an integer"),
+        ("1e3", "a number"),
+    ] {
+        let yaml = format!(
+            "name: n\nentry: box\nnodes:\n  box: {{ type: provision, image: {written} }}\nedges:\n  - {{ from: box, to: END }}\n"
+        );
+        let diagnostics = match parse(&yaml, "blueprint.yaml") {
+            Ok(_) => panic!("image: {written} was accepted"),
+            Err(d) => d,
+        };
+        let errors: Vec<String> = diagnostics.errors().map(|p| p.one_line()).collect();
+        assert_eq!(errors.len(), 1, "{errors:#?}");
+        assert!(
+            errors[0].contains(&format!(
+                "expected a string, found {kind} written as {written}: put it in quotes (\"{written}\")"
+            )),
+            "{errors:#?}"
+        );
+        assert!(errors[0].contains("field \"image\""), "{errors:#?}");
+    }
+}

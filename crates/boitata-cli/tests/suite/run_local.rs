@@ -485,6 +485,109 @@ fn secrets_in_the_task_are_not_stored_in_the_run_row() {
     assert!(text.contains("[REDACTED]"), "{text}");
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn stream_false_sends_whole_requests_and_a_bad_value_is_refused() {
+    let model = boitata_test_support::FakeModel::openai().await;
+    model
+        .push(boitata_test_support::openai::completion(
+            serde_json::json!({"role": "assistant", "content": "all done"}),
+            "stop",
+        ))
+        .await;
+    let repo = TempRepo::new();
+    let data = tempfile::tempdir().unwrap();
+    let base_url = model.base_url();
+    let run = |stream: &str| {
+        let mut cmd = boitata(data.path());
+        cmd.env("BOITATA_BASE_URL", &base_url)
+            .args(["run", "hi", "--provider", "openai", "--stream", stream])
+            .arg("--workspace")
+            .arg(repo.path());
+        tokio::task::block_in_place(|| cmd.output().unwrap())
+    };
+    let output = run("false");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "all done");
+    let bodies = model.bodies().await;
+    assert_eq!(bodies.len(), 1);
+    assert_eq!(bodies[0]["stream"], false, "{}", bodies[0]);
+    assert_eq!(bodies[0]["tool_choice"], "auto", "{}", bodies[0]);
+
+    let output = run("sometimes");
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("use true, false or auto"), "{stderr}");
+}
+
+/// Every bidirectional control the CLI must show rather than obey.
+const BIDI: [char; 12] = [
+    '\u{202a}', '\u{202b}', '\u{202c}', '\u{202d}', '\u{202e}', '\u{2066}', '\u{2067}', '\u{2068}',
+    '\u{2069}', '\u{200e}', '\u{200f}', '\u{061c}',
+];
+
+fn assert_no_bidi(what: &str, bytes: &[u8]) {
+    let text = String::from_utf8_lossy(bytes);
+    assert!(
+        !text.contains(BIDI),
+        "{what} carries bidi controls: {text:?}"
+    );
+}
+
+#[test]
+fn bidi_controls_from_the_model_commands_and_task_are_shown_visibly() {
+    let repo = TempRepo::new();
+    let data = tempfile::tempdir().unwrap();
+    let script = data.path().join("bidi.json");
+    let script_json = serde_json::json!({
+        "turns": [
+            { "text": "safe\u{202e}txt.exe gnp\u{202c} ok", "tool_calls": [
+                { "name": "execute_command", "arguments": {
+                    "command": "printf 'out \\342\\200\\256x\\n'; echo \u{2067}cmd" } } ] },
+            { "tool_calls": [
+                { "name": "search", "arguments": { "pattern": "a\u{200f}b", "path": "." } } ] },
+            { "text": "final \u{202e}gnp.exe" }
+        ]
+    });
+    std::fs::write(&script, serde_json::to_vec(&script_json).unwrap()).unwrap();
+    let output = boitata(data.path())
+        .args(["run", "task \u{2066}here", "--workspace"])
+        .arg(repo.path())
+        .arg("--script")
+        .arg(&script)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert_no_bidi("run stderr", &output.stderr);
+    assert!(
+        stderr.contains("agent: safe<U+202E>txt.exe gnp<U+202C> ok"),
+        "{stderr}"
+    );
+    // The tool-call summary lines.
+    assert!(stderr.contains("echo <U+2067>cmd"), "{stderr}");
+    assert!(stderr.contains(r#"→ search "a<U+200F>b" in ."#), "{stderr}");
+    // Piped stdout is exact: a program reads it.
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).trim(),
+        "final \u{202e}gnp.exe"
+    );
+
+    let json = boitata(data.path())
+        .args(["runs", "list", "--json"])
+        .output()
+        .unwrap();
+    let runs: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let id = runs[0]["id"].as_str().unwrap().to_owned();
+    for args in [vec!["runs", "show", id.as_str()], vec!["runs", "list"]] {
+        let shown = boitata(data.path()).args(&args).output().unwrap();
+        let text = String::from_utf8_lossy(&shown.stdout);
+        assert_eq!(shown.status.code(), Some(0), "{text}");
+        assert_no_bidi(&args.join(" "), &shown.stdout);
+        assert!(text.contains("task <U+2066>here"), "{args:?}: {text}");
+    }
+}
+
 #[test]
 fn a_run_as_root_warns_once_on_stderr() {
     let repo = TempRepo::new();

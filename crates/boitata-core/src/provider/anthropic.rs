@@ -19,6 +19,11 @@
 //!   `tool_use` → [`StopReason::ToolUse`], `max_tokens` → [`StopReason::MaxTokens`],
 //!   anything else → [`StopReason::Other`].
 //!
+//! With `provider.stream = false` (or after a refusal in `auto`, see
+//! [`StreamMode`](crate::config::StreamMode)) the request says `stream: false` and the
+//! whole `message` is read as the stream of its events would be. A request that
+//! offers tools says `tool_choice: {"type": "auto"}`.
+//!
 //! Events come in this order: text deltas and tool calls as their blocks complete, one
 //! [`StreamEvent::Usage`], [`StreamEvent::Finished`].
 
@@ -31,6 +36,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::http::{self, Decoder, Flow, HttpApi, HttpOptions};
+use super::surrogate::{resolve_markers, SurrogateJoiner};
 use super::{
     Message, ModelRequest, ModelStream, Provider, ProviderError, StopReason, StreamEvent, ToolCall,
     Usage,
@@ -96,13 +102,13 @@ impl Anthropic {
         self.api.url()
     }
 
-    /// The JSON body sent for `request`.
-    fn body(&self, request: &ModelRequest) -> Value {
+    /// The JSON body sent for `request`, asking for a streamed answer or not.
+    fn body(&self, request: &ModelRequest, stream: bool) -> Value {
         let mut body = json!({
             "model": self.model,
             "max_tokens": request.max_output_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
             "messages": messages_json(&request.messages),
-            "stream": true,
+            "stream": stream,
         });
         if !request.system.is_empty() {
             body["system"] = json!(request.system);
@@ -119,6 +125,7 @@ impl Anthropic {
                     })
                 })
                 .collect();
+            body["tool_choice"] = json!({"type": "auto"});
         }
         body
     }
@@ -214,7 +221,11 @@ impl Provider for Anthropic {
 
     async fn stream(&self, request: &ModelRequest) -> Result<ModelStream, ProviderError> {
         self.api
-            .stream(&self.body(request), EventDecoder::default())
+            .request(
+                |stream| self.body(request, stream),
+                !request.tools.is_empty(),
+                EventDecoder::default(),
+            )
             .await
     }
 }
@@ -249,6 +260,20 @@ enum ApiEvent {
     },
     #[serde(other)]
     Other,
+}
+
+/// A whole (non-streamed) answer: a `message` (only the fields read).
+#[derive(Debug, Deserialize)]
+struct WholeMessage {
+    #[serde(default)]
+    content: Vec<Block>,
+    #[serde(default)]
+    stop_reason: Option<String>,
+    #[serde(default)]
+    usage: Option<ApiUsage>,
+    /// An `{"type": "error", "error": {…}}` body.
+    #[serde(default)]
+    error: Option<ApiError>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -342,6 +367,8 @@ struct PartialToolUse {
 #[derive(Debug, Default)]
 struct EventDecoder {
     tools: BTreeMap<u32, PartialToolUse>,
+    /// The surrogate halves of each text block being streamed, by block index.
+    texts: BTreeMap<u32, SurrogateJoiner>,
     usage: Usage,
     saw_usage: bool,
     stop: Option<StopReason>,
@@ -360,7 +387,29 @@ impl EventDecoder {
         }
     }
 
+    /// Text for block `index`, surrogate halves joined across its deltas.
+    fn text(&mut self, index: u32, text: &str, out: &mut VecDeque<StreamEvent>) {
+        let text = self.texts.entry(index).or_default().push(text);
+        if !text.is_empty() {
+            out.push_back(StreamEvent::TextDelta(text));
+        }
+    }
+
+    /// The text block `index` still holds back, if any.
+    fn end_text(&mut self, index: u32, out: &mut VecDeque<StreamEvent>) {
+        if let Some(mut joiner) = self.texts.remove(&index) {
+            let held = joiner.finish();
+            if !held.is_empty() {
+                out.push_back(StreamEvent::TextDelta(held));
+            }
+        }
+    }
+
     fn finish(&mut self, out: &mut VecDeque<StreamEvent>) {
+        let open: Vec<u32> = self.texts.keys().copied().collect();
+        for index in open {
+            self.end_text(index, out);
+        }
         if self.saw_usage {
             out.push_back(StreamEvent::Usage(self.usage));
         }
@@ -389,7 +438,66 @@ impl Decoder for EventDecoder {
         if data.is_empty() {
             return Ok(Flow::More);
         }
-        match http::parse_data(NAME, data, "a Messages API event")? {
+        let event = http::parse_data(NAME, data, "a Messages API event")?;
+        self.api_event(event, out)
+    }
+
+    fn whole(&mut self, body: &str, out: &mut VecDeque<StreamEvent>) -> Result<(), ProviderError> {
+        let message: WholeMessage = http::parse_data(NAME, body.trim(), "a Messages API message")?;
+        if let Some(error) = message.error {
+            return self.api_event(ApiEvent::Error { error }, out).map(|_| ());
+        }
+        // The events a stream of this message would have had.
+        self.api_event(
+            ApiEvent::MessageStart {
+                message: StartedMessage {
+                    usage: message.usage,
+                },
+            },
+            out,
+        )?;
+        for (index, content_block) in (0..).zip(message.content) {
+            self.api_event(
+                ApiEvent::ContentBlockStart {
+                    index,
+                    content_block,
+                },
+                out,
+            )?;
+            self.api_event(ApiEvent::ContentBlockStop { index }, out)?;
+        }
+        if let Some(stop_reason) = message.stop_reason {
+            let delta = MessageDelta {
+                stop_reason: Some(stop_reason),
+            };
+            self.api_event(ApiEvent::MessageDelta { delta, usage: None }, out)?;
+        }
+        self.api_event(ApiEvent::MessageStop, out).map(|_| ())
+    }
+
+    fn end(&mut self, out: &mut VecDeque<StreamEvent>) -> Result<(), ProviderError> {
+        // Tolerate a missing `message_stop` once the stop reason is known.
+        if self.stop.is_some() && self.tools.is_empty() {
+            self.finish(out);
+            return Ok(());
+        }
+        Err(http::malformed(
+            NAME,
+            "the stream ended before message_stop: the connection was cut or the server \
+             is not streaming Messages API events"
+                .to_owned(),
+        ))
+    }
+}
+
+impl EventDecoder {
+    /// Handles one event, streamed or made from a whole message.
+    fn api_event(
+        &mut self,
+        event: ApiEvent,
+        out: &mut VecDeque<StreamEvent>,
+    ) -> Result<Flow, ProviderError> {
+        match event {
             ApiEvent::MessageStart { message } => {
                 if let Some(usage) = message.usage {
                     self.record_usage(&usage);
@@ -399,11 +507,7 @@ impl Decoder for EventDecoder {
                 index,
                 content_block,
             } => match content_block {
-                Block::Text { text } => {
-                    if !text.is_empty() {
-                        out.push_back(StreamEvent::TextDelta(text));
-                    }
-                }
+                Block::Text { text } => self.text(index, &text, out),
                 Block::ToolUse { id, name, input } => {
                     self.tools.insert(
                         index,
@@ -419,11 +523,7 @@ impl Decoder for EventDecoder {
             },
             ApiEvent::ContentBlockDelta { index, delta } => {
                 match delta {
-                    BlockDelta::TextDelta { text } => {
-                        if !text.is_empty() {
-                            out.push_back(StreamEvent::TextDelta(text));
-                        }
-                    }
+                    BlockDelta::TextDelta { text } => self.text(index, &text, out),
                     BlockDelta::InputJsonDelta { partial_json } => {
                         let tool = self.tools.get_mut(&index).ok_or_else(|| {
                         http::malformed(
@@ -437,10 +537,11 @@ impl Decoder for EventDecoder {
                 }
             }
             ApiEvent::ContentBlockStop { index } => {
+                self.end_text(index, out);
                 if let Some(tool) = self.tools.remove(&index) {
                     out.push_back(StreamEvent::ToolCall(ToolCall {
                         id: tool.id,
-                        name: tool.name,
+                        name: resolve_markers(&tool.name).into_owned(),
                         arguments: http::tool_arguments(tool.json, tool.initial),
                     }));
                 }
@@ -473,19 +574,5 @@ impl Decoder for EventDecoder {
             ApiEvent::Other => {}
         }
         Ok(Flow::More)
-    }
-
-    fn end(&mut self, out: &mut VecDeque<StreamEvent>) -> Result<(), ProviderError> {
-        // Tolerate a missing `message_stop` once the stop reason is known.
-        if self.stop.is_some() && self.tools.is_empty() {
-            self.finish(out);
-            return Ok(());
-        }
-        Err(http::malformed(
-            NAME,
-            "the stream ended before message_stop: the connection was cut or the server \
-             is not streaming Messages API events"
-                .to_owned(),
-        ))
     }
 }

@@ -7,6 +7,7 @@
 use std::collections::VecDeque;
 use std::fmt;
 use std::pin::Pin;
+use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
@@ -19,8 +20,9 @@ use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 
 use super::retry::{self, RetryPolicy};
+use super::surrogate::{mark_lone_surrogates, repair_lone_surrogates, resolve_markers};
 use super::{ModelStream, ProviderError, StreamEvent};
-use crate::config::ProviderConfig;
+use crate::config::{ProviderConfig, StreamMode};
 use crate::redact::Redactor;
 
 /// The longest API error message kept in an error, in bytes.
@@ -65,6 +67,8 @@ pub struct HttpOptions {
     pub total_timeout: Duration,
     /// Retries for 429, 5xx and failed connections.
     pub retry: RetryPolicy,
+    /// Whether to ask for a streamed answer.
+    pub stream: StreamMode,
 }
 
 impl HttpOptions {
@@ -78,6 +82,7 @@ impl HttpOptions {
             timeout: Duration::from_secs(120),
             total_timeout: Duration::from_secs(600),
             retry: RetryPolicy::default(),
+            stream: StreamMode::default(),
         }
     }
 
@@ -91,6 +96,7 @@ impl HttpOptions {
             timeout: config.timeout,
             total_timeout: config.total_timeout,
             retry: RetryPolicy::new(config.max_retries),
+            stream: config.stream,
         }
     }
 
@@ -123,6 +129,12 @@ impl HttpOptions {
         self.retry = retry;
         self
     }
+
+    /// Sets whether to ask for a streamed answer.
+    pub fn stream(mut self, stream: StreamMode) -> Self {
+        self.stream = stream;
+        self
+    }
 }
 
 impl fmt::Debug for HttpOptions {
@@ -134,6 +146,7 @@ impl fmt::Debug for HttpOptions {
             .field("timeout", &self.timeout)
             .field("total_timeout", &self.total_timeout)
             .field("retry", &self.retry)
+            .field("stream", &self.stream)
             .finish()
     }
 }
@@ -208,6 +221,10 @@ pub(crate) struct HttpApi {
     timeout: Duration,
     total_timeout: Duration,
     redactor: Redactor,
+    stream: StreamMode,
+    /// What the server said when it refused to stream a request offering tools
+    /// ([`StreamMode::Auto`] then stops asking it to).
+    stream_refusal: OnceLock<String>,
 }
 
 impl fmt::Debug for HttpApi {
@@ -262,12 +279,101 @@ impl HttpApi {
             timeout: options.timeout,
             total_timeout: options.total_timeout,
             redactor: Redactor::new(api_key(options)),
+            stream: options.stream,
+            stream_refusal: OnceLock::new(),
         })
     }
 
     /// The URL requests go to.
     pub(crate) fn url(&self) -> &str {
         &self.url
+    }
+
+    /// Sends one model request as the [`StreamMode`] says, its answer coming through
+    /// `decoder` either way: streamed ([`HttpApi::stream`]), or whole
+    /// ([`Decoder::whole`], the same events with the text in one piece).
+    ///
+    /// `body(stream)` is the request body with or without streaming. In
+    /// [`StreamMode::Auto`], a request that offers tools (`offers_tools`) and is
+    /// refused as unsupported while streaming ([`ProviderError::Unsupported`]) is sent
+    /// again without streaming, as are the later ones that offer tools; each of those
+    /// answers starts with a [`StreamEvent::Note`] saying so.
+    ///
+    /// # Errors
+    /// As [`HttpApi::stream`]; [`ProviderError::MalformedStream`] for a whole answer
+    /// that is not the API's JSON.
+    pub(crate) async fn request<D: Decoder>(
+        &self,
+        body: impl Fn(bool) -> Value,
+        offers_tools: bool,
+        mut decoder: D,
+    ) -> Result<ModelStream, ProviderError> {
+        let auto = self.stream == StreamMode::Auto && offers_tools;
+        let streaming = match self.stream {
+            StreamMode::Always => true,
+            StreamMode::Never => false,
+            StreamMode::Auto => !auto || self.stream_refusal.get().is_none(),
+        };
+        let refusal = if streaming {
+            match self.stream(&body(true), decoder).await {
+                Err(ProviderError::Unsupported { message, .. }) if auto => {
+                    decoder = D::default();
+                    message
+                }
+                other => return other,
+            }
+        } else {
+            self.stream_refusal.get().cloned().unwrap_or_default()
+        };
+        let mut out = VecDeque::new();
+        if auto {
+            out.push_back(StreamEvent::Note(format!(
+                "{}: the server refused to stream a request that offers tools ({refusal}); \
+                 sending this run's requests without streaming (set provider.stream = false \
+                 to skip the streamed attempt)",
+                self.provider
+            )));
+        }
+        let text = self.whole(&body(false)).await?;
+        decoder.whole(&text, &mut out)?;
+        if auto {
+            // Only once the server answered without streaming.
+            let _ = self.stream_refusal.set(refusal);
+        }
+        Ok(futures::stream::iter(out.into_iter().map(Ok)).boxed())
+    }
+
+    /// POSTs `body` as JSON, retrying as the policy says, and returns the whole
+    /// response body (lossy UTF-8), all within the total timeout.
+    ///
+    /// # Errors
+    /// As [`post`](HttpApi::post); [`ProviderError::ResponseTooSlow`];
+    /// [`ProviderError::MalformedStream`] for a body over [`MAX_RESPONSE_BYTES`].
+    async fn whole(&self, body: &Value) -> Result<String, ProviderError> {
+        let read = async {
+            let mut response = self.post(body).await?;
+            let mut bytes = Vec::new();
+            while let Some(chunk) = response
+                .chunk()
+                .await
+                .map_err(|e| self.transport_error(&e))?
+            {
+                bytes.extend_from_slice(&chunk);
+                if bytes.len() > MAX_RESPONSE_BYTES {
+                    return Err(self.malformed(format!(
+                        "the response is larger than {} MiB; stopped reading",
+                        MAX_RESPONSE_BYTES / (1024 * 1024)
+                    )));
+                }
+            }
+            Ok(String::from_utf8_lossy(&bytes).into_owned())
+        };
+        match Instant::now().checked_add(self.total_timeout) {
+            Some(deadline) => tokio::time::timeout_at(deadline, read)
+                .await
+                .unwrap_or_else(|_| Err(self.too_slow())),
+            None => read.await,
+        }
     }
 
     /// POSTs `body` as JSON, retrying as the policy says, and streams the response's
@@ -345,6 +451,15 @@ impl HttpApi {
                     let retry_after = retry::retry_after(response.headers(), SystemTime::now());
                     let message = self.api_message(status, response).await;
                     match status.as_u16() {
+                        // Sending it again would get the same answer.
+                        400..=599 if status.as_u16() == 501 || says_unsupported(&message) => {
+                            return Err(ProviderError::Unsupported {
+                                provider: self.provider.to_owned(),
+                                status: status.as_u16(),
+                                url: self.url.clone(),
+                                message,
+                            })
+                        }
                         401 | 403 => {
                             return Err(ProviderError::Authentication {
                                 provider: self.provider.to_owned(),
@@ -547,6 +662,15 @@ impl Retryable {
     }
 }
 
+/// Whether an API's error message says the request asks for something the server
+/// does not do (`Automatic streaming tool choice is not supported`, …).
+fn says_unsupported(message: &str) -> bool {
+    let message = message.to_ascii_lowercase();
+    ["not supported", "unsupported", "not implemented"]
+        .iter()
+        .any(|phrase| message.contains(phrase))
+}
+
 /// A [`ProviderError::ResponseTooSlow`] for `provider`.
 fn too_slow(provider: &str, total_timeout: Duration) -> ProviderError {
     ProviderError::ResponseTooSlow {
@@ -681,12 +805,14 @@ pub(crate) fn malformed(provider: &str, detail: String) -> ProviderError {
 
 /// An event's `data` parsed as `T`, or [`ProviderError::MalformedStream`] saying it
 /// is not `what` (e.g. "a chat completion chunk") and showing the start of the line.
+/// Lone surrogate halves in its strings come out marked for a
+/// [`super::surrogate::SurrogateJoiner`] (see [`mark_lone_surrogates`]).
 pub(crate) fn parse_data<T: DeserializeOwned>(
     provider: &str,
     data: &str,
     what: &str,
 ) -> Result<T, ProviderError> {
-    serde_json::from_str(data).map_err(|e| {
+    serde_json::from_str(&mark_lone_surrogates(data)).map_err(|e| {
         malformed(
             provider,
             format!("a data line is not {what} ({e}): {}", truncate(data, 200)),
@@ -704,13 +830,16 @@ pub(crate) fn api_error(provider: &str, kind: String, message: &str) -> Provider
     }
 }
 
-/// A tool call's streamed argument text as JSON: `if_blank` (else `{}`) when none
-/// streamed; unparsable text stays a JSON string so the agent can tell the model.
+/// A tool call's streamed argument text (its deltas joined, lone surrogate halves
+/// marked) as JSON: `if_blank` (else `{}`) when none streamed; lone halves, marked or
+/// escaped in the JSON text, become U+FFFD; unparsable text stays a JSON string so the
+/// agent can tell the model.
 pub(crate) fn tool_arguments(raw: String, if_blank: Option<Value>) -> Value {
+    let raw = resolve_markers(&raw).into_owned();
     if raw.trim().is_empty() {
         return if_blank.unwrap_or_else(|| json!({}));
     }
-    serde_json::from_str(&raw).unwrap_or(Value::String(raw))
+    serde_json::from_str(&repair_lone_surrogates(&raw)).unwrap_or(Value::String(raw))
 }
 
 /// At most `max` bytes of `text` (cut on a character boundary), with a marker if cut.
@@ -736,8 +865,18 @@ pub(crate) enum Flow {
     Done,
 }
 
-/// Turns one API's events into [`StreamEvent`]s.
-pub(crate) trait Decoder: Send + 'static {
+/// Turns one API's answers into [`StreamEvent`]s: streamed events one by one, or a
+/// whole (non-streamed) answer.
+pub(crate) trait Decoder: Default + Send + 'static {
+    /// Handles a whole non-streamed answer (its JSON body, lone surrogate halves
+    /// marked), pushing all its events onto `out`: the same as the streamed answer's,
+    /// with the text in one piece.
+    ///
+    /// # Errors
+    /// [`ProviderError::MalformedStream`] when `body` is not the API's answer;
+    /// [`ProviderError::Api`] for an error the API reports in it.
+    fn whole(&mut self, body: &str, out: &mut VecDeque<StreamEvent>) -> Result<(), ProviderError>;
+
     /// Handles one event, pushing what it completes onto `out`.
     ///
     /// # Errors

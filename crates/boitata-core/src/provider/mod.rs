@@ -8,12 +8,17 @@
 //! A provider turns a [`ModelRequest`] into a stream of [`StreamEvent`]s. Tool calls are
 //! delivered whole ([`StreamEvent::ToolCall`]) once their streamed pieces are assembled;
 //! [`Provider::complete`] collects a stream into a [`ModelResponse`].
+//!
+//! A character split by the server into two lone UTF-16 surrogate escapes across two
+//! deltas (`\ud83d`, then `\ude42`) is joined again; a half that stays alone becomes
+//! U+FFFD, in every streamed field of both APIs, and never fails the response.
 
 pub mod anthropic;
 mod http;
 pub mod openai;
 mod retry;
 pub mod scripted;
+mod surrogate;
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -126,6 +131,9 @@ pub enum StreamEvent {
     Usage(Usage),
     /// The end of the response.
     Finished(StopReason),
+    /// Something the user should know about how the request was made (a fallback to
+    /// non-streaming requests); not model output.
+    Note(String),
 }
 
 /// A stream of [`StreamEvent`]s.
@@ -142,6 +150,8 @@ pub struct ModelResponse {
     pub usage: Option<Usage>,
     /// Why it stopped (`EndTurn` if the stream ended without saying).
     pub stop_reason: StopReason,
+    /// The [`StreamEvent::Note`]s, in order.
+    pub notes: Vec<String>,
 }
 
 /// A model API.
@@ -173,6 +183,7 @@ pub trait Provider: Send + Sync {
             tool_calls: Vec::new(),
             usage: None,
             stop_reason: StopReason::EndTurn,
+            notes: Vec::new(),
         };
         while let Some(item) = stream.next().await {
             match item? {
@@ -189,6 +200,7 @@ pub trait Provider: Send + Sync {
                     });
                 }
                 StreamEvent::Finished(reason) => response.stop_reason = reason,
+                StreamEvent::Note(note) => response.notes.push(note),
             }
         }
         Ok(response)
@@ -228,6 +240,19 @@ pub enum ProviderError {
         attempts: u32,
         /// The last `retry-after`, if any.
         retry_after: Option<Duration>,
+    },
+    /// The server says it does not support the request (HTTP 501, or an error
+    /// message saying "not supported"): never retried.
+    #[error("{provider}: HTTP {status} from {url}: the server does not support this request: {message} (for a server that cannot stream with tools, set provider.stream = false)")]
+    Unsupported {
+        /// The provider.
+        provider: String,
+        /// The HTTP status.
+        status: u16,
+        /// The URL asked.
+        url: String,
+        /// The API's message (redacted).
+        message: String,
     },
     /// 5xx after all retries, or another unexpected status.
     #[error("{provider}: HTTP {status} from {url} after {attempts} attempts: {message}")]

@@ -3,7 +3,11 @@
 //!
 //! Each request is `POST {base_url}/chat/completions` with `stream: true` and
 //! `stream_options: {"include_usage": true}`; the answer is Server-Sent Events, one
-//! `chat.completion.chunk` per `data:` line, ended by `data: [DONE]`.
+//! `chat.completion.chunk` per `data:` line, ended by `data: [DONE]`. With
+//! `provider.stream = false` (or after a refusal in `auto`, see
+//! [`StreamMode`](crate::config::StreamMode)) it is `stream: false` and the answer one
+//! `chat.completion` whose `choices[].message` is read like a delta. A request that
+//! offers tools says `tool_choice: "auto"`.
 //!
 //! - `base_url` defaults to `https://api.openai.com/v1`; point it at a local server
 //!   (`http://127.0.0.1:11434/v1` for Ollama) to use that instead.
@@ -31,6 +35,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::http::{self, Decoder, Flow, HttpApi, HttpOptions};
+use super::surrogate::{resolve_markers, SurrogateJoiner};
 use super::{
     Message, ModelRequest, ModelStream, Provider, ProviderError, StopReason, StreamEvent, ToolCall,
     Usage,
@@ -89,8 +94,8 @@ impl OpenAi {
         self.api.url()
     }
 
-    /// The JSON body sent for `request`.
-    fn body(&self, request: &ModelRequest) -> Value {
+    /// The JSON body sent for `request`, asking for a streamed answer or not.
+    fn body(&self, request: &ModelRequest, stream: bool) -> Value {
         let mut messages = Vec::with_capacity(request.messages.len() + 1);
         if !request.system.is_empty() {
             messages.push(json!({"role": "system", "content": request.system}));
@@ -99,9 +104,11 @@ impl OpenAi {
         let mut body = json!({
             "model": self.model,
             "messages": messages,
-            "stream": true,
-            "stream_options": {"include_usage": true},
+            "stream": stream,
         });
+        if stream {
+            body["stream_options"] = json!({"include_usage": true});
+        }
         if !request.tools.is_empty() {
             body["tools"] = request
                 .tools
@@ -117,6 +124,8 @@ impl OpenAi {
                     })
                 })
                 .collect();
+            // Said outright: some servers take its absence as `none`.
+            body["tool_choice"] = json!("auto");
         }
         if let Some(max) = request.max_output_tokens {
             // OpenAI deprecated `max_tokens` (its reasoning models refuse it); the
@@ -186,7 +195,11 @@ impl Provider for OpenAi {
 
     async fn stream(&self, request: &ModelRequest) -> Result<ModelStream, ProviderError> {
         self.api
-            .stream(&self.body(request), ChunkDecoder::default())
+            .request(
+                |stream| self.body(request, stream),
+                !request.tools.is_empty(),
+                ChunkDecoder::default(),
+            )
             .await
     }
 }
@@ -205,7 +218,8 @@ struct Chunk {
 
 #[derive(Debug, Deserialize)]
 struct Choice {
-    #[serde(default)]
+    /// `message` in a whole (non-streamed) answer, which has the same fields.
+    #[serde(default, alias = "message")]
     delta: Option<Delta>,
     #[serde(default)]
     finish_reason: Option<String>,
@@ -265,6 +279,8 @@ struct ChunkDecoder {
     usage: Option<Usage>,
     /// Whether any tool call was delivered this turn.
     made_calls: bool,
+    /// The text deltas' surrogate halves.
+    content: SurrogateJoiner,
 }
 
 impl ChunkDecoder {
@@ -332,7 +348,7 @@ impl ChunkDecoder {
             };
             out.push_back(StreamEvent::ToolCall(ToolCall {
                 id,
-                name: call.name,
+                name: resolve_markers(&call.name).into_owned(),
                 arguments: http::tool_arguments(call.arguments, None),
             }));
             self.made_calls = true;
@@ -341,6 +357,10 @@ impl ChunkDecoder {
     }
 
     fn finish(&mut self, out: &mut VecDeque<StreamEvent>) -> Result<(), ProviderError> {
+        let held = self.content.finish();
+        if !held.is_empty() {
+            out.push_back(StreamEvent::TextDelta(held));
+        }
         self.flush_calls(out)?;
         if let Some(usage) = self.usage.take() {
             out.push_back(StreamEvent::Usage(usage));
@@ -378,6 +398,38 @@ impl Decoder for ChunkDecoder {
             return Ok(Flow::More);
         }
         let chunk: Chunk = http::parse_data(NAME, data, "a chat completion chunk")?;
+        self.chunk(chunk, out)?;
+        Ok(Flow::More)
+    }
+
+    fn whole(&mut self, body: &str, out: &mut VecDeque<StreamEvent>) -> Result<(), ProviderError> {
+        let completion: Chunk = http::parse_data(NAME, body.trim(), "a chat completion")?;
+        self.chunk(completion, out)?;
+        self.finish(out)
+    }
+
+    fn end(&mut self, out: &mut VecDeque<StreamEvent>) -> Result<(), ProviderError> {
+        // Some servers close without `[DONE]`; a finish_reason says the answer is whole.
+        if self.stop.is_some() {
+            return self.finish(out);
+        }
+        Err(http::malformed(
+            NAME,
+            "the stream ended without a finish_reason or [DONE]: the connection was cut or \
+             the server is not streaming chat completions"
+                .to_owned(),
+        ))
+    }
+}
+
+impl ChunkDecoder {
+    /// Handles one chunk, or a whole completion (its choices carry `message` for
+    /// `delta`).
+    fn chunk(
+        &mut self,
+        chunk: Chunk,
+        out: &mut VecDeque<StreamEvent>,
+    ) -> Result<(), ProviderError> {
         if let Some(error) = chunk.error {
             let message = error
                 .get("message")
@@ -400,8 +452,11 @@ impl Decoder for ChunkDecoder {
         // Only one choice is asked for (no `n`); a usage-only chunk has none.
         for choice in chunk.choices.unwrap_or_default() {
             if let Some(delta) = choice.delta {
-                if let Some(text) = delta.content.filter(|t| !t.is_empty()) {
-                    out.push_back(StreamEvent::TextDelta(text));
+                if let Some(text) = delta.content {
+                    let text = self.content.push(&text);
+                    if !text.is_empty() {
+                        out.push_back(StreamEvent::TextDelta(text));
+                    }
                 }
                 for call in delta.tool_calls.unwrap_or_default() {
                     self.tool_delta(call);
@@ -412,19 +467,6 @@ impl Decoder for ChunkDecoder {
                 self.flush_calls(out)?;
             }
         }
-        Ok(Flow::More)
-    }
-
-    fn end(&mut self, out: &mut VecDeque<StreamEvent>) -> Result<(), ProviderError> {
-        // Some servers close without `[DONE]`; a finish_reason says the answer is whole.
-        if self.stop.is_some() {
-            return self.finish(out);
-        }
-        Err(http::malformed(
-            NAME,
-            "the stream ended without a finish_reason or [DONE]: the connection was cut or \
-             the server is not streaming chat completions"
-                .to_owned(),
-        ))
+        Ok(())
     }
 }

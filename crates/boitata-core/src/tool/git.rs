@@ -133,10 +133,26 @@ fn failure(args: &[OsString], run: ChildOutput) -> ToolError {
         Ending::TimedOut(after) => format!("timed out after {}", humantime::format_duration(after)),
         Ending::Cancelled => "cancelled".to_owned(),
     };
-    ToolError::Failed(format!(
-        "git {command} failed ({how}):\n{}",
-        run.output.trim_end()
-    ))
+    // Git's output (stdout and stderr, one pipe) says why; its last line, usually the
+    // verdict (`nothing to commit, working tree clean`), goes on the first line, which
+    // is all a one-line view shows.
+    let output = run.output.trim_end();
+    let verdict = output
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|line| !line.is_empty())
+        .unwrap_or("git printed nothing");
+    if output
+        .lines()
+        .filter(|line| !line.trim().is_empty())
+        .count()
+        > 1
+    {
+        ToolError::Failed(format!("git {command} failed ({how}): {verdict}\n{output}"))
+    } else {
+        ToolError::Failed(format!("git {command} failed ({how}): {verdict}"))
+    }
 }
 
 /// A path argument made relative to the workspace root, refused if it leaves it.

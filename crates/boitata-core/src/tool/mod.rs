@@ -22,6 +22,7 @@ mod git;
 mod list_dir;
 mod output;
 mod search;
+mod summary;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -33,6 +34,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use crate::provider::ToolSpec;
 use crate::workspace::{Workspace, WorkspaceError};
+pub use summary::{call_summary, MAX_SUMMARY_CHARS};
 
 /// Limits that apply to every tool call.
 #[derive(Debug, Clone)]

@@ -4,6 +4,7 @@ mod provider_build;
 mod provider_limits;
 mod provider_openai;
 mod provider_scripted;
+mod provider_stream_setting;
 mod tool_execute_command;
 mod tool_files;
 mod tool_git;

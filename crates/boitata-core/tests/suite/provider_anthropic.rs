@@ -374,6 +374,7 @@ async fn anthropic_sends_the_messages_request_shape() {
             "model": "claude-test",
             "max_tokens": 8192,
             "stream": true,
+            "tool_choice": {"type": "auto"},
             "system": "You are Boitata.",
             "messages": [
                 {"role": "user", "content": [{"type": "text", "text": "fix it"}]},
@@ -439,4 +440,34 @@ async fn anthropic_needs_a_key_at_the_default_url() {
         err.to_string(),
         "anthropic: no API key: set ANTHROPIC_API_KEY"
     );
+}
+
+#[tokio::test]
+async fn anthropic_joins_surrogate_halves_across_deltas_in_text_thinking_and_tool_input() {
+    let model = FakeModel::anthropic().await;
+    model
+        .push(anthropic_sse(vec![
+            message_start(5),
+            raw("content_block_start", r#"{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":""}}"#),
+            raw("content_block_delta", r#"{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hmm \ud83d"}}"#),
+            block_stop(0),
+            text_block_start(1),
+            raw("content_block_delta", r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"smile \ud83d"}}"#),
+            raw("content_block_delta", r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"\ude42 end \ud83d"}}"#),
+            block_stop(1),
+            tool_use_start(2, "toolu_1", "file_write"),
+            raw("content_block_delta", r#"{"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"{\"content\": \"\ud83d"}}"#),
+            raw("content_block_delta", r#"{"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"\ude42\"}"}}"#),
+            block_stop(2),
+            message_delta("tool_use", 9),
+            message_stop(),
+        ]))
+        .await;
+    let response = provider(&model)
+        .complete(&ask("hi"), &mut |_| {})
+        .await
+        .unwrap();
+    // The block's trailing lone half becomes U+FFFD when the block stops.
+    assert_eq!(response.text, "smile 🙂 end \u{FFFD}");
+    assert_eq!(response.tool_calls[0].arguments, json!({"content": "🙂"}));
 }

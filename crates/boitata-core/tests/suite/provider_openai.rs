@@ -436,6 +436,7 @@ async fn openai_sends_the_chat_completions_request_shape() {
         json!({
             "model": "gpt-test",
             "stream": true,
+            "tool_choice": "auto",
             "stream_options": {"include_usage": true},
             "max_tokens": 512,
             "messages": [
@@ -564,4 +565,50 @@ async fn openai_unreachable_server_is_retried_then_named() {
         "{message}"
     );
     assert!(message.contains("BOITATA_BASE_URL"), "{message}");
+}
+
+#[tokio::test]
+async fn openai_joins_a_surrogate_pair_split_across_two_chunks() {
+    let model = FakeModel::openai().await;
+    model
+        .push(openai_sse(vec![
+            raw(r#"{"choices":[{"index":0,"delta":{"content":"smile \ud83d"},"finish_reason":null}]}"#),
+            raw(r#"{"choices":[{"index":0,"delta":{"content":"\ude42 end"},"finish_reason":null}]}"#),
+            raw(r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#),
+            done(),
+        ]))
+        .await;
+    let response = provider(&model)
+        .complete(&ask("hi"), &mut |_| {})
+        .await
+        .unwrap();
+    assert_eq!(response.text, "smile 🙂 end");
+}
+
+#[tokio::test]
+async fn openai_lone_surrogates_in_text_reasoning_and_arguments_become_replacement_characters() {
+    let model = FakeModel::openai().await;
+    model
+        .push(openai_sse(vec![
+            raw(r#"{"choices":[{"index":0,"delta":{"reasoning_content":"think \ud83d"},"finish_reason":null}]}"#),
+            raw(r#"{"choices":[{"index":0,"delta":{"content":"a \ud83d"},"finish_reason":null}]}"#),
+            raw(r#"{"choices":[{"index":0,"delta":{"content":"b \ude42"},"finish_reason":null}]}"#),
+            raw(r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","function":{"name":"file_write","arguments":"{\"path\": \"x\", \"content\": \"\ud83d"}}]},"finish_reason":null}]}"#),
+            raw(r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\ude42 \\ud83d\"}"}}]},"finish_reason":null}]}"#),
+            raw(r#"{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#),
+            done(),
+        ]))
+        .await;
+    let response = provider(&model)
+        .complete(&ask("hi"), &mut |_| {})
+        .await
+        .unwrap();
+    assert_eq!(response.text, "a \u{FFFD}b \u{FFFD}");
+    assert_eq!(response.tool_calls.len(), 1);
+    // The outer halves pair across the two argument deltas; the escaped lone half
+    // inside the arguments' JSON becomes U+FFFD.
+    assert_eq!(
+        response.tool_calls[0].arguments,
+        json!({"path": "x", "content": "🙂 \u{FFFD}"})
+    );
 }

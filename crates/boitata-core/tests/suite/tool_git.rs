@@ -254,3 +254,31 @@ async fn git_ignores_a_core_worktree_outside_the_workspace() {
     assert_eq!(tree, "mine.txt\n");
     assert!(!fx.outside.join(".git").exists());
 }
+
+/// A failing git tool carries git's own explanation, whichever stream git wrote it
+/// to: `nothing to commit` is on stdout, `does not have any commits yet` on stderr.
+#[tokio::test]
+async fn failing_git_tools_say_why_from_stdout_and_from_stderr() {
+    let (fx, _home) = git_fixture();
+    sh(&fx, "git init -q").await;
+    let log = fx.call("git_log", json!({})).await.unwrap_err().to_string();
+    assert!(log.contains("does not have any commits yet"), "{log}");
+
+    fx.call("file_write", json!({"path": "a.txt", "content": "a\n"}))
+        .await
+        .unwrap();
+    fx.call("git_commit", json!({"message": "First", "all": true}))
+        .await
+        .unwrap();
+    let nothing = fx
+        .call("git_commit", json!({"message": "Again", "all": true}))
+        .await
+        .unwrap_err()
+        .to_string();
+    // The reason is on the first line: a one-line view of the result shows it.
+    assert_eq!(
+        nothing.lines().next().unwrap(),
+        "git commit --message=Again failed (exit code 1): nothing to commit, working tree clean",
+        "{nothing}"
+    );
+}

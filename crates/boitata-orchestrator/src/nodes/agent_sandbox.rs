@@ -502,6 +502,7 @@ impl Relay {
                 | EventPayload::ToolCall { .. }
                 | EventPayload::ToolResult { .. }
                 | EventPayload::Usage { .. }
+                | EventPayload::Note { .. }
                 | EventPayload::ExecOutput { .. }
         );
         if !relayed || self.failure.is_some() {
@@ -634,6 +635,10 @@ fn launch_env(
     if let Some(url) = &config.provider.base_url {
         env.insert("BOITATA_BASE_URL".to_owned(), url.clone());
     }
+    env.insert(
+        "BOITATA_STREAM".to_owned(),
+        config.provider.stream.as_str().to_owned(),
+    );
     if let Some(script) = &config.provider.script {
         env.insert("BOITATA_SCRIPT".to_owned(), script.display().to_string());
     }
@@ -708,6 +713,7 @@ mod tests {
         config.server.api_token = Some("server-token-123456".into());
         config.provider.base_url = Some("http://127.0.0.1:9/v1".into());
         config.data_dir = Some("/home/me/.local/share/boitata".into());
+        config.provider.stream = boitata_core::config::StreamMode::Never;
         let text = toml::to_string(&sandbox_config(&config)).unwrap();
         assert!(!text.contains("sk-test"), "{text}");
         assert!(!text.contains("server-token"), "{text}");
@@ -716,6 +722,12 @@ mod tests {
         let back: Config = toml::from_str(&text).unwrap();
         assert_eq!(back.agent, config.agent);
         assert_eq!(back.tools, config.tools);
+        // `--stream false` reaches the agent in the sandbox.
+        assert_eq!(
+            back.provider.stream,
+            boitata_core::config::StreamMode::Never
+        );
+        assert_eq!(launch_env(&config, None, "s")["BOITATA_STREAM"], "false");
     }
 
     #[test]

@@ -238,6 +238,7 @@ async fn pack_host_repo(path: &Path) -> Result<Packed, String> {
             path.display()
         ));
     }
+    check_top_level(path).await?;
     let commit = git(path, &["rev-parse", "--verify", "--quiet", "HEAD^{commit}"])
         .await
         .map_err(|e| {
@@ -261,6 +262,40 @@ async fn pack_host_repo(path: &Path) -> Result<Packed, String> {
         branch.trim().to_owned()
     };
     Ok(Packed { bundle, head })
+}
+
+/// Whether `path` is a repository itself (its work tree's top level, or a bare
+/// repository), not a plain directory inside one: git would otherwise bundle the
+/// enclosing repository (a dotfiles repository in `$HOME` would send the whole home).
+async fn check_top_level(path: &Path) -> Result<(), String> {
+    let not_a_repository = |why: String| {
+        format!(
+            "not a git repository: {} ({why}); give a repository's top-level directory or URL",
+            path.display()
+        )
+    };
+    let bare = git(path, &["rev-parse", "--is-bare-repository"])
+        .await
+        .map_err(|e| not_a_repository(e.trim().to_owned()))?;
+    let top = if bare.trim() == "true" {
+        git(path, &["rev-parse", "--absolute-git-dir"]).await
+    } else {
+        git(path, &["rev-parse", "--show-toplevel"]).await
+    }
+    .map_err(|e| not_a_repository(e.trim().to_owned()))?;
+    let top = PathBuf::from(top.trim_end_matches(['\n', '\r']));
+    let same = match (std::fs::canonicalize(path), std::fs::canonicalize(&top)) {
+        (Ok(path), Ok(top)) => path == top,
+        _ => false,
+    };
+    if same {
+        Ok(())
+    } else {
+        Err(not_a_repository(format!(
+            "it is a directory inside the repository {}, which is not checked out for it",
+            top.display()
+        )))
+    }
 }
 
 async fn git(path: &Path, args: &[&str]) -> Result<String, String> {
@@ -301,6 +336,31 @@ async fn git_bytes(path: &Path, args: &[&str]) -> Result<Vec<u8>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn only_a_repository_top_level_is_packed() {
+        let repo = boitata_test_support::repo::TempRepo::with_files(&[("sub/file.txt", "x\n")]);
+        let sub = repo.path().join("sub");
+        let error = match pack_host_repo(&sub).await {
+            Ok(_) => panic!("a directory inside a repository was packed"),
+            Err(e) => e,
+        };
+        assert!(
+            error.starts_with(&format!("not a git repository: {}", sub.display())),
+            "{error}"
+        );
+        let plain = tempfile::tempdir().unwrap();
+        let error = match pack_host_repo(plain.path()).await {
+            Ok(_) => panic!("a plain directory was packed"),
+            Err(e) => e,
+        };
+        assert!(
+            error.starts_with(&format!("not a git repository: {}", plain.path().display())),
+            "{error}"
+        );
+        let packed = pack_host_repo(repo.path()).await.unwrap();
+        assert!(!packed.bundle.is_empty());
+    }
 
     #[test]
     fn sources_are_told_apart() {

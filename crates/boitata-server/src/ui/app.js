@@ -17,19 +17,27 @@
   const $ = (selector, root = document) => root.querySelector(selector);
 
   /** Builds an element. Text is always set as text, never parsed as HTML. */
+  // Bidirectional controls (U+202A–U+202E, U+2066–U+2069, U+200E, U+200F, U+061C) make
+  // text read in another order than it is ("safe\u202etxt.exe" shows as
+  // "safeexe.txt"): every untrusted text is shown with them as visible marks.
+  const BIDI = /[\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]/g;
+  function shown(text) {
+    return String(text).replace(BIDI, (c) => `<U+${c.charCodeAt(0).toString(16).toUpperCase().padStart(4, "0")}>`);
+  }
+
   function h(tag, attrs, ...children) {
     const el = document.createElement(tag);
     for (const [key, value] of Object.entries(attrs || {})) {
       if (value === null || value === undefined || value === false) continue;
       if (key === "class") el.className = value;
-      else if (key === "text") el.textContent = value;
+      else if (key === "text") el.textContent = shown(value);
       else if (key === "dataset") Object.assign(el.dataset, value);
       else if (key.startsWith("on") && typeof value === "function") el.addEventListener(key.slice(2), value);
       else el.setAttribute(key, value === true ? "" : String(value));
     }
     for (const child of children.flat()) {
       if (child === null || child === undefined || child === false) continue;
-      el.append(child instanceof Node ? child : String(child));
+      el.append(child instanceof Node ? child : shown(child));
     }
     return el;
   }
@@ -70,10 +78,61 @@
     return line.length > max ? `${line.slice(0, max)}…` : line;
   }
 
+  // A tool call in one line: the arguments that matter for each tool, as the CLI
+  // shows them (boitata_core::tool::call_summary).
+  function callSummary(tool, args) {
+    args = args || {};
+    const str = (k) => (typeof args[k] === "string" ? args[k] : null);
+    const num = (k) => (typeof args[k] === "number" ? args[k] : null);
+    const parts = [];
+    const add = (v) => { if (v !== null && v !== undefined) parts.push(v); };
+    switch (tool) {
+      case "execute_command":
+        add(str("command"));
+        if (num("timeout_secs") !== null) add(`timeout ${num("timeout_secs")}s`);
+        break;
+      case "file_read": {
+        add(str("path"));
+        const first = Math.max(num("offset") || 1, 1);
+        if (num("limit") !== null) add(`lines ${first}–${first + Math.max(num("limit") - 1, 0)}`);
+        else if (first > 1) add(`from line ${first}`);
+        break;
+      }
+      case "file_write":
+        add(str("path"));
+        if (str("content") !== null) add(`${new TextEncoder().encode(str("content")).length} bytes`);
+        break;
+      case "file_edit":
+      case "list_dir":
+        add(str("path"));
+        break;
+      case "search":
+        if (str("pattern") !== null) add(`"${str("pattern")}" in ${str("path") || "."}`);
+        if (str("glob") !== null) add(`glob ${str("glob")}`);
+        break;
+      case "git_status":
+        break;
+      case "git_diff":
+        if (args.staged === true) add("--staged");
+        add(str("path"));
+        break;
+      case "git_log":
+        if (num("max_count") !== null) add(`max ${num("max_count")}`);
+        break;
+      case "git_commit":
+        if (str("message") !== null) add(str("message").split("\n")[0]);
+        if (args.all === true) add("all");
+        break;
+      default:
+        for (const [k, v] of Object.entries(args)) add(`${k}=${typeof v === "string" ? v : JSON.stringify(v)}`);
+    }
+    return parts.join(", ").replace(/\r?\n|\r/g, " ");
+  }
+
   let toastTimer = null;
   function toast(message) {
     const el = $("#toast");
-    el.textContent = message;
+    el.textContent = shown(message);
     el.hidden = false;
     clearTimeout(toastTimer);
     toastTimer = setTimeout(() => { el.hidden = true; }, 7000);
@@ -279,7 +338,7 @@
     const selectBlueprint = (name) => {
       blueprintSelect.value = name;
       const bp = offered.find((b) => b.name === name);
-      blueprintDesc.textContent = bp && bp.description ? bp.description : "";
+      blueprintDesc.textContent = bp && bp.description ? shown(bp.description) : "";
       for (const card of cards.querySelectorAll(".blueprint")) card.classList.toggle("selected", card.dataset.name === name);
       paramsBox.replaceChildren(
         ...(bp ? bp.params : []).map((param) =>
@@ -343,7 +402,7 @@
         });
         location.hash = `#/runs/${encodeURIComponent(run.id)}`;
       } catch (e) {
-        formError.textContent = e.message;
+        formError.textContent = shown(e.message);
         formError.hidden = false;
         submit.disabled = false;
       }
@@ -529,9 +588,9 @@
             b.body.append(b.console);
           }
           if (b.lastStream === event.stream && b.lastText) {
-            b.lastText.appendData(event.chunk);
+            b.lastText.appendData(shown(event.chunk));
           } else {
-            const text = document.createTextNode(event.chunk);
+            const text = document.createTextNode(shown(event.chunk));
             b.console.append(event.stream === "stderr" ? h("span", { class: "stderr" }, text) : text);
             b.lastStream = event.stream;
             b.lastText = text;
@@ -550,7 +609,7 @@
           const b = blockFor(node);
           const stateEl = h("span", { class: "tool-state wait" }, "running…");
           const args = event.arguments || {};
-          const summary = args.command || args.path || args.pattern || args.message || "";
+          const summary = callSummary(event.tool, args);
           const details = h(
             "details",
             { class: "tool", dataset: { event: "tool_call", call: event.call_id } },
@@ -567,8 +626,13 @@
           const call = state.tools.get(event.call_id);
           if (!call) break;
           call.stateEl.className = `tool-state ${event.ok ? "ok" : "err"}`;
-          call.stateEl.textContent = event.ok ? `✓ ${event.output.length} chars` : `✗ ${firstLine(event.output, 60)}`;
+          call.stateEl.textContent = event.ok ? `✓ ${event.output.length} chars` : `✗ ${shown(firstLine(event.output, 60))}`;
           call.details.append(h("div", { class: "label" }, event.ok ? "result" : "error"), h("pre", {}, event.output));
+          break;
+        }
+        case "note": {
+          const b = blockFor(node);
+          note(b ? b.body : timeline, `note: ${event.message}`);
           break;
         }
         case "usage": {
@@ -607,7 +671,7 @@
           const banner = h("div", { class: `finish ${event.status}`, id: "run-finished" }, `Run ${event.status}`, event.error ? h("span", { class: "why" }, event.error) : null);
           timeline.append(banner);
           if (event.error) {
-            errorBox.textContent = event.error;
+            errorBox.textContent = shown(event.error);
             errorBox.className = `run-error ${event.status}`;
             errorBox.hidden = false;
           }
@@ -624,7 +688,7 @@
       const batch = state.queue.splice(0);
       for (const event of batch) apply(event);
       renderFacts();
-      if (!raw.hidden) raw.textContent = state.rawLines.join("\n");
+      if (!raw.hidden) raw.textContent = shown(state.rawLines.join("\n"));
       if (follow.checked && batch.length) window.scrollTo({ top: document.body.scrollHeight });
     };
     const enqueue = (event) => {
@@ -634,7 +698,7 @@
         requestAnimationFrame(flush);
       }
     };
-    showRaw.addEventListener("change", () => { raw.textContent = state.rawLines.join("\n"); });
+    showRaw.addEventListener("change", () => { raw.textContent = shown(state.rawLines.join("\n")); });
 
     cancelButton.addEventListener("click", async () => {
       cancelButton.disabled = true;
@@ -653,7 +717,7 @@
       try {
         const run = await api(`/api/runs/${encodeURIComponent(runId)}`, { signal: controller.signal });
         state.run = run;
-        title.textContent = run.task;
+        title.textContent = shown(run.task);
         document.title = `${firstLine(run.task, 50)} · Boitata`;
         setStatus(run.status);
         renderFacts();

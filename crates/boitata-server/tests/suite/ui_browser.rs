@@ -210,3 +210,30 @@ async fn the_cancel_button_cancels_a_running_run() {
     assert_eq!(server.run_status(&id).await, RunStatus::Cancelled);
     client.close().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bidi_controls_in_output_and_task_are_shown_as_visible_marks() {
+    let Some(driver) = browser::chromedriver("ui_bidi") else {
+        return;
+    };
+    let server = Setup::default()
+        .blueprint(
+            "bidi.yaml",
+            &exec_blueprint(
+                "bidi",
+                r"printf 'safe\342\200\256txt.exe gnp\342\200\254 ok\n'",
+            ),
+        )
+        .start()
+        .await;
+    let client = open(&driver).await;
+    client.goto(&server.url).await.unwrap();
+    let id = start_run_from_the_form(&client, "bidi", "task \u{2066}here").await;
+    find(&client, "#run-status[data-status='succeeded']").await;
+    let console = wait_text(&client, "pre.console", "safe<U+202E>txt.exe gnp<U+202C> ok").await;
+    assert!(!console.contains('\u{202e}'), "{console:?}");
+    let task = wait_text(&client, "#run-task", "task <U+2066>here").await;
+    assert!(!task.contains('\u{2066}'), "{task:?}");
+    assert_eq!(server.run_status(&id).await, RunStatus::Succeeded);
+    client.close().await.unwrap();
+}
