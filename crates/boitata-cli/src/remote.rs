@@ -14,8 +14,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use boitata_core::store::RunRecord;
 use boitata_core::{Event, EventPayload, EventSink, RunStatus};
+use boitata_protocol::api::{CreateRun, ErrorBody, RunView, MAX_LIST_LIMIT};
 use eventsource_stream::Eventsource;
 use futures::StreamExt;
 use reqwest::{Method, StatusCode};
@@ -87,15 +87,10 @@ impl RemoteClient {
             return Ok(response);
         }
         let message = response
-            .json::<serde_json::Value>()
+            .json::<ErrorBody>()
             .await
-            .ok()
-            .and_then(|body| {
-                body.get("error")
-                    .and_then(|e| e.as_str())
-                    .map(str::to_owned)
-            })
-            .unwrap_or_else(|| status.to_string());
+            .map(|body| body.error)
+            .unwrap_or_else(|_| status.to_string());
         Err(match status {
             StatusCode::UNAUTHORIZED if self.token.is_none() => RemoteError::Refused(
                 status,
@@ -134,8 +129,15 @@ impl RemoteClient {
         blueprint: &str,
         task: &str,
         params: &BTreeMap<String, String>,
-    ) -> Result<RunRecord, CliError> {
-        let body = serde_json::json!({ "blueprint": blueprint, "task": task, "params": params });
+    ) -> Result<RunView, CliError> {
+        let body = CreateRun {
+            blueprint: blueprint.to_owned(),
+            task: task.to_owned(),
+            params: params
+                .iter()
+                .map(|(name, value)| (name.clone(), serde_json::Value::from(value.as_str())))
+                .collect(),
+        };
         Ok(self
             .json(self.request(Method::POST, "/api/runs").json(&body))
             .await?)
@@ -324,15 +326,18 @@ const CANCEL_NOTE: &str = "cancelling the run on the server: it stops its curren
 /// `boitata runs list --remote URL`.
 pub(crate) async fn runs_list(args: RunsListArgs) -> Result<u8, CliError> {
     let client = RemoteClient::new(&args.remote)?;
-    let path = format!("/api/runs?limit={}", args.limit.clamp(1, 1000));
-    let runs: Vec<RunRecord> = client.json(client.request(Method::GET, &path)).await?;
+    let path = format!(
+        "/api/runs?limit={}",
+        args.limit.clamp(1, MAX_LIST_LIMIT as u32)
+    );
+    let runs: Vec<RunView> = client.json(client.request(Method::GET, &path)).await?;
     runs::print_list(&runs, args.json)
 }
 
 /// `boitata runs show ID --remote URL`: the run and the events stored so far.
 pub(crate) async fn runs_show(args: RunsShowArgs) -> Result<u8, CliError> {
     let client = RemoteClient::new(&args.remote)?;
-    let run: RunRecord = client
+    let run: RunView = client
         .json(client.request(Method::GET, &format!("/api/runs/{}", args.id)))
         .await
         .map_err(|e| match e {
@@ -347,5 +352,5 @@ pub(crate) async fn runs_show(args: RunsShowArgs) -> Result<u8, CliError> {
                 .header("accept", "application/json"),
         )
         .await?;
-    runs::print_show(&run, &events, args.json)
+    runs::print_show(&run, None, &events, args.json)
 }

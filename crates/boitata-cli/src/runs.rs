@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use boitata_core::store::{RunRecord, RunStore, StoreError};
 use boitata_core::{Event, EventPayload, RunStatus};
+use boitata_protocol::api::RunView;
 
 use crate::args::{GlobalArgs, RunsListArgs, RunsShowArgs};
 use crate::error::CliError;
@@ -19,14 +20,17 @@ pub(crate) fn list(global: &GlobalArgs, args: RunsListArgs) -> Result<u8, CliErr
     let runs = match session::open_existing_store(&config)? {
         Some(store) => store
             .list_runs(args.limit as usize)
-            .map_err(CliError::failed)?,
+            .map_err(CliError::failed)?
+            .into_iter()
+            .map(RunView::from)
+            .collect(),
         None => Vec::new(),
     };
     print_list(&runs, args.json)
 }
 
-/// Prints runs as a table, or as a JSON array.
-pub(crate) fn print_list(runs: &[RunRecord], json: bool) -> Result<u8, CliError> {
+/// Prints runs as a table, or as a JSON array (the API's shape, locally as remotely).
+pub(crate) fn print_list(runs: &[RunView], json: bool) -> Result<u8, CliError> {
     let mut out = std::io::stdout().lock();
     if json {
         let text = serde_json::to_string_pretty(&runs).map_err(CliError::failed)?;
@@ -63,18 +67,30 @@ pub(crate) fn show(global: &GlobalArgs, args: RunsShowArgs) -> Result<u8, CliErr
     };
     let run = store.find_run(&args.id).map_err(CliError::failed)?;
     let events = store.events(&run.id, 0).map_err(CliError::failed)?;
-    print_show(&run, &events, args.json)
+    let workspace = run.workspace.clone();
+    print_show(
+        &RunView::from(run),
+        workspace.as_deref(),
+        &events,
+        args.json,
+    )
 }
 
 /// Prints a run's header and its events (as `runs show` does), or both as JSON.
-pub(crate) fn print_show(run: &RunRecord, events: &[Event], json: bool) -> Result<u8, CliError> {
+/// `workspace` is the run's host workspace, known for local runs only.
+pub(crate) fn print_show(
+    run: &RunView,
+    workspace: Option<&str>,
+    events: &[Event],
+    json: bool,
+) -> Result<u8, CliError> {
     if json {
         let value = serde_json::json!({ "run": run, "events": events });
         let text = serde_json::to_string_pretty(&value).map_err(CliError::failed)?;
         let _ = writeln!(std::io::stdout().lock(), "{text}");
         return Ok(0);
     }
-    print_header(run);
+    print_header(run, workspace);
     let renderer = Renderer::to_stdout();
     for event in events {
         boitata_core::EventSink::accept(&renderer, event).map_err(CliError::failed)?;
@@ -82,7 +98,7 @@ pub(crate) fn print_show(run: &RunRecord, events: &[Event], json: bool) -> Resul
     Ok(0)
 }
 
-fn print_header(run: &RunRecord) {
+fn print_header(run: &RunView, workspace: Option<&str>) {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "run       {}", run.id);
     let _ = writeln!(out, "status    {}", run.status);
@@ -90,7 +106,7 @@ fn print_header(run: &RunRecord) {
         let _ = writeln!(out, "blueprint {}", safe(b));
     }
     let _ = writeln!(out, "task      {}", safe(&one_line(&run.task, 200)));
-    if let Some(w) = &run.workspace {
+    if let Some(w) = workspace {
         let _ = writeln!(out, "workspace {}", safe(w));
     }
     let _ = writeln!(out, "created   {}", run.created_at.to_rfc3339());

@@ -98,6 +98,23 @@ pub struct RunRecord {
     pub finished_at: Option<DateTime<Utc>>,
 }
 
+impl From<RunRecord> for boitata_protocol::api::RunView {
+    /// The run as the API shows it: without the host workspace or the owner process,
+    /// which stay private to the machine that runs it.
+    fn from(run: RunRecord) -> Self {
+        boitata_protocol::api::RunView {
+            id: run.id,
+            blueprint: run.blueprint,
+            task: run.task,
+            params: run.params,
+            status: run.status,
+            error: run.error,
+            created_at: run.created_at,
+            finished_at: run.finished_at,
+        }
+    }
+}
+
 impl RunRecord {
     /// True when the run's owner process is known to be gone: it was recorded in this
     /// host and PID namespace and no such process runs now. False when it runs, or

@@ -11,7 +11,9 @@
 //! | `GET` | `/api/runs/{id}/events` | SSE (see [`crate::sse`]) |
 //! | `POST` | `/api/runs/{id}/cancel` | `202` [`RunView`] |
 //!
-//! Errors are `{"error": "..."}` ([`crate::AppError`]).
+//! Errors are `{"error": "..."}` ([`crate::AppError`]). The bodies are
+//! `boitata_protocol::api`'s types (re-exported here), shared with the CLI's `--remote`
+//! client.
 
 use std::collections::BTreeMap;
 
@@ -20,188 +22,56 @@ use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
 use axum::Json;
 use boitata_blueprint::Blueprint;
-use boitata_core::store::RunRecord;
-use boitata_core::RunStatus;
-use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
+pub use boitata_protocol::api::{
+    BlueprintInfo, CreateRun, ErrorBody, Health, ListRuns, NodeInfo, ParamInfo, RunStatusSchema,
+    RunView, DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT,
+};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
-use utoipa::{OpenApi, ToSchema};
+use utoipa::OpenApi;
 
 use crate::catalog::LookupError;
-use crate::error::{AppError, ErrorBody};
+use crate::error::AppError;
 use crate::state::AppState;
-
-/// The most runs `GET /api/runs` returns.
-pub const MAX_LIST_LIMIT: usize = 1000;
-
-/// How many runs `GET /api/runs` returns without `limit`.
-pub const DEFAULT_LIST_LIMIT: usize = 50;
 
 /// `axum::Json`, but a rejection is an [`AppError`] (a JSON error body).
 #[derive(Debug, FromRequest)]
 #[from_request(via(axum::Json), rejection(AppError))]
 pub(crate) struct ApiJson<T>(pub(crate) T);
 
-/// A blueprint the server offers.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-pub struct BlueprintInfo {
-    /// Its name (`[a-z0-9_-]+`): what `POST /api/runs` takes.
-    #[schema(example = "test_fix_loop")]
-    pub name: String,
-    /// What it does.
-    pub description: Option<String>,
-    /// The params it declares, by name.
-    pub params: Vec<ParamInfo>,
-    /// The node the walk starts at.
-    pub entry: String,
-    /// Its nodes, in file order.
-    pub nodes: Vec<NodeInfo>,
-}
-
-/// A declared blueprint param.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-pub struct ParamInfo {
-    /// The name (`{params.NAME}`).
-    pub name: String,
-    /// What it is for.
-    pub description: Option<String>,
-    /// The value used when a run sets none.
-    pub default: Option<String>,
-    /// True when there is no default: a run must set it.
-    pub required: bool,
-}
-
-/// A node of a blueprint.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-pub struct NodeInfo {
-    /// The node id.
-    pub id: String,
-    /// Its type (`exec`, `agent`, `provision`, …).
-    #[serde(rename = "type")]
-    pub node_type: String,
-    /// What it does.
-    pub description: Option<String>,
-}
-
-impl BlueprintInfo {
-    fn new(blueprint: &Blueprint) -> Self {
-        BlueprintInfo {
-            name: blueprint.name.clone(),
-            description: blueprint.description.clone(),
-            params: blueprint
-                .params
-                .iter()
-                .map(|(name, param)| ParamInfo {
-                    name: name.clone(),
-                    description: param.description.clone(),
-                    default: param.default.clone(),
-                    required: param.default.is_none(),
-                })
-                .collect(),
-            entry: blueprint.entry.clone(),
-            nodes: blueprint
-                .nodes
-                .iter()
-                .map(|node| NodeInfo {
-                    id: node.id.clone(),
-                    node_type: node.node_type().as_str().to_owned(),
-                    description: node.description.clone(),
-                })
-                .collect(),
-        }
+/// What `GET /api/blueprints` says about `blueprint`.
+fn blueprint_info(blueprint: &Blueprint) -> BlueprintInfo {
+    BlueprintInfo {
+        name: blueprint.name.clone(),
+        description: blueprint.description.clone(),
+        params: blueprint
+            .params
+            .iter()
+            .map(|(name, param)| ParamInfo {
+                name: name.clone(),
+                description: param.description.clone(),
+                default: param.default.clone(),
+                required: param.default.is_none(),
+            })
+            .collect(),
+        entry: blueprint.entry.clone(),
+        nodes: blueprint
+            .nodes
+            .iter()
+            .map(|node| NodeInfo {
+                id: node.id.clone(),
+                node_type: node.node_type().as_str().to_owned(),
+                description: node.description.clone(),
+            })
+            .collect(),
     }
-}
-
-/// The body of `POST /api/runs`.
-#[derive(Debug, Clone, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CreateRun {
-    /// The blueprint's name (never a path).
-    #[schema(example = "test_fix_loop")]
-    pub blueprint: String,
-    /// The task (`{task}`).
-    #[schema(example = "make the tests pass")]
-    pub task: String,
-    /// Param values by name: strings (numbers and booleans are taken as their text).
-    #[serde(default)]
-    #[schema(value_type = Object, example = json!({"test_command": "cargo test"}))]
-    pub params: BTreeMap<String, serde_json::Value>,
-}
-
-/// A run's status.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum RunStatusSchema {
-    /// Accepted, waiting for a slot.
-    Queued,
-    /// In progress.
-    Running,
-    /// Ended well.
-    Succeeded,
-    /// Ended badly (including interrupted by a server restart).
-    Failed,
-    /// Stopped on request.
-    Cancelled,
-}
-
-/// A run.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-pub struct RunView {
-    /// The run id (a UUID v7).
-    pub id: String,
-    /// The blueprint's name.
-    pub blueprint: Option<String>,
-    /// The task.
-    pub task: String,
-    /// The params the run was given.
-    #[schema(value_type = Object)]
-    pub params: serde_json::Map<String, serde_json::Value>,
-    /// `queued` | `running` | `succeeded` | `failed` | `cancelled`.
-    #[schema(value_type = RunStatusSchema)]
-    pub status: RunStatus,
-    /// Why it failed or was cancelled.
-    pub error: Option<String>,
-    /// When it was accepted (RFC 3339, UTC).
-    pub created_at: DateTime<Utc>,
-    /// When it ended.
-    pub finished_at: Option<DateTime<Utc>>,
-}
-
-impl From<RunRecord> for RunView {
-    fn from(run: RunRecord) -> Self {
-        RunView {
-            id: run.id,
-            blueprint: run.blueprint,
-            task: run.task,
-            params: run.params,
-            status: run.status,
-            error: run.error,
-            created_at: run.created_at,
-            finished_at: run.finished_at,
-        }
-    }
-}
-
-/// The answer of `GET /healthz`.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct Health {
-    /// Always `ok`.
-    #[schema(example = "ok")]
-    pub status: &'static str,
-}
-
-/// Query of `GET /api/runs`.
-#[derive(Debug, Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-pub struct ListRuns {
-    /// How many runs (default 50, at most 1000).
-    pub limit: Option<usize>,
 }
 
 /// Liveness: answers without a token.
 #[utoipa::path(get, path = "/healthz", tag = "server", responses((status = 200, body = Health)))]
 pub(crate) async fn healthz() -> Json<Health> {
-    Json(Health { status: "ok" })
+    Json(Health {
+        status: "ok".to_owned(),
+    })
 }
 
 /// The blueprints this server offers.
@@ -220,7 +90,7 @@ pub(crate) async fn list_blueprints(State(state): State<AppState>) -> Json<Vec<B
         state
             .catalog()
             .iter()
-            .map(|entry| BlueprintInfo::new(&entry.blueprint))
+            .map(|entry| blueprint_info(&entry.blueprint))
             .collect(),
     )
 }

@@ -76,13 +76,7 @@ impl AppError {
     }
 }
 
-/// The JSON body of every error response.
-#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
-pub struct ErrorBody {
-    /// What went wrong, in one line.
-    #[schema(example = "no run 0193f1c2-…")]
-    pub error: String,
-}
+pub use boitata_protocol::api::ErrorBody;
 
 impl IntoResponse for AppError {
     fn into_response(self) -> Response {
