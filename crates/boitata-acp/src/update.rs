@@ -106,9 +106,9 @@ pub fn tool_kind(tool: &str) -> ToolKind {
 }
 
 /// A one-line title: the tool and the arguments that matter
-/// ([`boitata_core::tool::call_summary`]), e.g. `execute_command: cargo test`.
+/// ([`boitata_tools::tool::call_summary`]), e.g. `execute_command: cargo test`.
 pub fn tool_title(tool: &str, arguments: &serde_json::Value) -> String {
-    let summary = boitata_core::tool::call_summary(tool, arguments);
+    let summary = boitata_tools::tool::call_summary(tool, arguments);
     let title = if summary.is_empty() {
         tool.to_owned()
     } else {

@@ -81,7 +81,7 @@ enum Failure {
 }
 
 fn main() -> ExitCode {
-    let hardened = boitata_core::process::harden_process();
+    let hardened = boitata_tools::process::harden_process();
     let args = Args::parse();
     init_logging();
     if let Err(e) = hardened {

@@ -25,7 +25,7 @@ use crate::error::CliError;
 
 fn main() -> ExitCode {
     // Non-dumpable: commands cannot read this process's /proc/PID/environ (keys).
-    let _ = boitata_core::process::harden_process();
+    let _ = boitata_tools::process::harden_process();
     let cli = Cli::parse();
     init_tracing();
     let runtime = match tokio::runtime::Builder::new_multi_thread()

@@ -205,7 +205,7 @@ impl Renderer {
             EventPayload::ToolCall {
                 tool, arguments, ..
             } => {
-                let summary = boitata_core::tool::call_summary(tool, arguments);
+                let summary = boitata_tools::tool::call_summary(tool, arguments);
                 self.line(&format!("  → {tool} {summary}"));
                 self.status(format!("{tool} {summary}"));
             }

@@ -4,8 +4,8 @@ use boitata_core::agent::AgentStop;
 use boitata_core::config::ProcessEnv;
 use boitata_core::runtime::Runtime;
 use boitata_core::store::NewRun;
-use boitata_core::workspace::Workspace;
 use boitata_core::{EventPayload, RunStatus};
+use boitata_tools::workspace::Workspace;
 
 use crate::args::{GlobalArgs, RunArgs};
 use crate::error::CliError;

@@ -70,7 +70,7 @@ pub(crate) fn open_existing_store(config: &Config) -> Result<Option<Arc<RunStore
 /// Says once on stderr that the run's in-process agent runs as root, if it does: its
 /// commands can then read every process's environment, keys included.
 pub(crate) fn warn_if_root() {
-    if let Some(warning) = root_warning(boitata_core::process::running_as_root()) {
+    if let Some(warning) = root_warning(boitata_tools::process::running_as_root()) {
         let _ = writeln!(std::io::stderr(), "{warning}");
     }
 }

@@ -16,8 +16,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::event::{Emitter, EventPayload, SinkError};
 use crate::provider::{Message, ModelRequest, Provider, ProviderError, Usage};
-use crate::tool::{ToolContext, ToolLimits, Toolbox};
-use crate::workspace::Workspace;
+use boitata_tools::tool::{ToolContext, ToolLimits, Toolbox};
+use boitata_tools::workspace::Workspace;
 
 /// The built-in system prompt.
 pub const DEFAULT_SYSTEM_PROMPT: &str = "You are Boitata, a careful software engineering agent. \

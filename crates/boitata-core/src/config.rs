@@ -335,7 +335,7 @@ pub struct ToolsConfig {
 
 impl Default for ToolsConfig {
     fn default() -> Self {
-        let limits = crate::tool::ToolLimits::default();
+        let limits = boitata_tools::tool::ToolLimits::default();
         ToolsConfig {
             command_timeout: limits.command_timeout,
             max_output_bytes: limits.max_output_bytes,

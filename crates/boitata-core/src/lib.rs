@@ -4,7 +4,6 @@
 //! - [`event`]: the one [`Event`] type every surface shows, and the [`Emitter`] that
 //!   numbers, redacts, records and dispatches events;
 //! - [`provider`]: model APIs (`openai`, `anthropic`, `scripted`) behind one trait;
-//! - [`tool`] and [`workspace`]: the agent's tools, confined beneath a workspace root;
 //! - [`agent`]: the agent loop (turns, tool calls, `max_turns`, cancellation);
 //! - [`config`] and [`runtime`]: settings, and the one place that builds a provider and
 //!   tools from them (used by the CLI, the server and the in-sandbox agent);
@@ -16,13 +15,10 @@
 pub mod agent;
 pub mod config;
 pub mod event;
-pub mod process;
 pub mod provider;
 pub mod redact;
 pub mod runtime;
 pub mod store;
-pub mod tool;
-pub mod workspace;
 
 pub use event::{Emitter, Event, EventPayload, EventSink, Outcome, OutputStream, RunStatus};
 pub use redact::Redactor;

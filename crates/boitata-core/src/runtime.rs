@@ -8,7 +8,7 @@ use crate::agent::{Agent, AgentSettings, DEFAULT_SYSTEM_PROMPT};
 use crate::config::{Config, EnvSource};
 use crate::provider::{self, Provider, ProviderError};
 use crate::redact::Redactor;
-use crate::tool::{ToolLimits, Toolbox};
+use boitata_tools::tool::{ToolLimits, Toolbox};
 
 /// Environment variables passed through to the agent's commands; everything else
 /// (API keys, tokens, the agent's own settings) is withheld.

@@ -89,7 +89,7 @@ pub struct RunRecord {
     pub error: Option<String>,
     /// The process that executes the run (for telling a live run from an orphan).
     pub owner_pid: Option<u32>,
-    /// Where `owner_pid` means something ([`crate::process::owner_scope`]).
+    /// Where `owner_pid` means something ([`boitata_tools::process::owner_scope`]).
     #[serde(default, skip_serializing)]
     pub owner_scope: Option<String>,
     /// When it was created (RFC 3339 UTC).
@@ -123,10 +123,10 @@ impl RunRecord {
         let Some(pid) = self.owner_pid else {
             return false;
         };
-        if self.owner_scope.as_deref() != Some(crate::process::owner_scope().as_str()) {
+        if self.owner_scope.as_deref() != Some(boitata_tools::process::owner_scope().as_str()) {
             return false;
         }
-        pid != std::process::id() && !crate::process::pid_alive(pid)
+        pid != std::process::id() && !boitata_tools::process::pid_alive(pid)
     }
 }
 
@@ -355,7 +355,7 @@ impl RunStore {
         let params = serde_json::Value::Object(new.params.clone()).to_string();
         let created = now_text();
         // The owner is this process or one it speaks for, in this PID namespace.
-        let scope = new.owner_pid.map(|_| crate::process::owner_scope());
+        let scope = new.owner_pid.map(|_| boitata_tools::process::owner_scope());
         self.with_conn(|c| {
             c.execute(
                 "INSERT INTO runs (id, blueprint, task, params, workspace, status, owner_pid, owner_scope, created_at)
@@ -485,7 +485,7 @@ impl RunStore {
         self.with_conn(|c| {
             c.execute(
                 "UPDATE runs SET owner_pid = ?2, owner_scope = ?3 WHERE id = ?1",
-                params![id, pid, crate::process::owner_scope()],
+                params![id, pid, boitata_tools::process::owner_scope()],
             )
         })?;
         Ok(())

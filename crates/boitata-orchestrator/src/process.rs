@@ -7,7 +7,7 @@
 /// scopes differ cannot judge each other's pids: the reaper leaves such sandboxes
 /// alone rather than take a live owner in another PID namespace for a dead one.
 pub fn host_name() -> String {
-    boitata_core::process::owner_scope()
+    boitata_tools::process::owner_scope()
 }
 
 /// The fields of `/proc/PID/stat` after the command name: `state` is the first, the

@@ -5,7 +5,9 @@
 //! - [`event`]: the one [`Event`] type (with [`EventPayload`], [`Outcome`],
 //!   [`OutputStream`]) that the CLI's `--json`, the audit log, the server's SSE stream and
 //!   the ACP `_meta.boitata` payload all carry, and a run's [`RunStatus`];
-//! - [`api`]: the HTTP API's request and response bodies and their OpenAPI schemas.
+//! - [`api`]: the HTTP API's request and response bodies and their OpenAPI schemas;
+//! - [`ToolSpec`]: how a tool describes itself to a model, the one thing the tools
+//!   (`boitata-tools`) and the model providers (`boitata-provider`) share.
 //!
 //! It does not own how events are made (the emitter, redaction: `boitata-core`), stored
 //! (`boitata-store`) or sent (`boitata-server`). It depends on no async runtime, no HTTP
@@ -32,4 +34,7 @@
 pub mod api;
 pub mod event;
 
+mod tool_spec;
+
 pub use event::{Event, EventPayload, Outcome, OutputStream, RunStatus};
+pub use tool_spec::ToolSpec;

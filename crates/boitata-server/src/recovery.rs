@@ -48,7 +48,7 @@ pub fn recover_interrupted(store: &Arc<RunStore>) -> Result<Recovery, StoreError
         let elsewhere = run
             .owner_scope
             .as_deref()
-            .is_some_and(|scope| scope != boitata_core::process::owner_scope());
+            .is_some_and(|scope| scope != boitata_tools::process::owner_scope());
         if elsewhere || run.owner_pid.is_some_and(owner_alive) {
             recovery.live_elsewhere.push(run);
             continue;
@@ -81,7 +81,7 @@ pub fn recover_interrupted(store: &Arc<RunStore>) -> Result<Recovery, StoreError
 
 /// Whether `pid` is a live process on this machine, other than this one.
 fn owner_alive(pid: u32) -> bool {
-    pid != std::process::id() && boitata_core::process::pid_alive(pid)
+    pid != std::process::id() && boitata_tools::process::pid_alive(pid)
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 
 use async_trait::async_trait;
 use boitata_core::agent::AgentStop;
-use boitata_core::workspace::Workspace;
+use boitata_tools::workspace::Workspace;
 
 use crate::model::{Node, NodeSpec};
 use crate::node::{NodeContext, NodeError, NodeHandler, NodeOutcome};

@@ -2,7 +2,7 @@
 //! UTF-8 characters, and the tail that becomes the node's output. Every `exec`
 //! handler, on the host or in a sandbox, relays output this way.
 
-use boitata_core::process::utf8_prefix_len;
+use boitata_tools::process::utf8_prefix_len;
 
 use super::EXEC_OUTPUT_TAIL_BYTES;
 

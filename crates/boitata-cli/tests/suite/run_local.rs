@@ -603,7 +603,7 @@ fn a_run_as_root_warns_once_on_stderr() {
         .unwrap();
     assert_eq!(output.status.code(), Some(0));
     let stderr = String::from_utf8_lossy(&output.stderr);
-    let expected = usize::from(boitata_core::process::running_as_root());
+    let expected = usize::from(boitata_tools::process::running_as_root());
     assert_eq!(
         stderr.matches("warning: boitata runs as root").count(),
         expected,

@@ -76,7 +76,7 @@ async fn neither_the_key_nor_a_git_config_token_reaches_the_model_the_events_or_
         tool_message.contains("https://dev:[REDACTED]@example.invalid/x.git"),
         "{tool_message}"
     );
-    if boitata_core::process::running_as_root() {
+    if boitata_tools::process::running_as_root() {
         assert!(
             tool_message.contains("OPENAI_API_KEY=[REDACTED]"),
             "{tool_message}"

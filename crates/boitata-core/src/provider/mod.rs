@@ -73,16 +73,7 @@ pub struct ToolCall {
     pub arguments: serde_json::Value,
 }
 
-/// What the model may call: a name, a description and a JSON Schema of the arguments.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ToolSpec {
-    /// The tool's name (`file_read`, …).
-    pub name: String,
-    /// What it does, for the model.
-    pub description: String,
-    /// JSON Schema (an `object` schema) of its arguments.
-    pub parameters: serde_json::Value,
-}
+pub use boitata_protocol::ToolSpec;
 
 /// One request to the model.
 #[derive(Debug, Clone, PartialEq, Default)]

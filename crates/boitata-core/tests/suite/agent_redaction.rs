@@ -8,13 +8,13 @@ use std::collections::BTreeMap;
 
 use boitata_core::config::{Config, ProviderKind};
 use boitata_core::runtime::Runtime;
-use boitata_core::workspace::Workspace;
 use boitata_core::{provider, Emitter, EventPayload};
 use boitata_test_support::openai::{
     done, finish_chunk, openai_sse, text_reply, tool_call_chunk, usage_chunk,
 };
 use boitata_test_support::repo::TempRepo;
 use boitata_test_support::FakeModel;
+use boitata_tools::workspace::Workspace;
 use tokio_util::sync::CancellationToken;
 
 /// The provider key, as in the issue: too short to look like a key, known by value.

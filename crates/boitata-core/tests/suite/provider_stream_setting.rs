@@ -13,10 +13,10 @@ use boitata_core::provider::{
     ToolSpec,
 };
 use boitata_core::runtime::Runtime;
-use boitata_core::workspace::Workspace;
 use boitata_core::{Emitter, Event, EventPayload, EventSink, Redactor};
 use boitata_test_support::openai::completion;
 use boitata_test_support::{fast_retry, stream_events, FakeModel};
+use boitata_tools::workspace::Workspace;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 use wiremock::matchers::{body_partial_json, method};

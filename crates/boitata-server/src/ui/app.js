@@ -79,7 +79,7 @@
   }
 
   // A tool call in one line: the arguments that matter for each tool, as the CLI
-  // shows them (boitata_core::tool::call_summary).
+  // shows them (boitata_tools::tool::call_summary).
   function callSummary(tool, args) {
     args = args || {};
     const str = (k) => (typeof args[k] === "string" ? args[k] : null);

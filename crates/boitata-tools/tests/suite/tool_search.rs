@@ -3,7 +3,7 @@
 // Set-up helpers: a failed set-up is a failed test.
 #![allow(clippy::unwrap_used)]
 
-use boitata_core::tool::ToolError;
+use boitata_tools::tool::ToolError;
 use serde_json::json;
 
 use super::tool_support::{inside, Fixture};

@@ -32,8 +32,8 @@ use async_trait::async_trait;
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
-pub use crate::provider::ToolSpec;
 use crate::workspace::{Workspace, WorkspaceError};
+pub use boitata_protocol::ToolSpec;
 pub use summary::{call_summary, MAX_SUMMARY_CHARS};
 
 /// Limits that apply to every tool call.

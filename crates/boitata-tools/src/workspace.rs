@@ -23,7 +23,7 @@
 //! # Example
 //! ```
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! use boitata_core::workspace::{Workspace, WorkspaceError};
+//! use boitata_tools::workspace::{Workspace, WorkspaceError};
 //!
 //! let dir = tempfile::tempdir()?;
 //! let ws = Workspace::open(dir.path())?;

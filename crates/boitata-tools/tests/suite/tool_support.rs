@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use boitata_core::tool::{ToolContext, ToolError, ToolLimits, Toolbox};
-use boitata_core::workspace::Workspace;
+use boitata_tools::tool::{ToolContext, ToolError, ToolLimits, Toolbox};
+use boitata_tools::workspace::Workspace;
 use tempfile::TempDir;
 
 /// What the file outside the workspace holds: no test may ever see it in tool output.

@@ -7,7 +7,7 @@
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
-use boitata_core::workspace::{EntryKind, Workspace, WorkspaceError};
+use boitata_tools::workspace::{EntryKind, Workspace, WorkspaceError};
 use proptest::prelude::*;
 use serde_json::json;
 

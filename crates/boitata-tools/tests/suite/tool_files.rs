@@ -2,7 +2,7 @@
 
 use std::os::unix::fs::symlink;
 
-use boitata_core::tool::{ToolError, Toolbox};
+use boitata_tools::tool::{ToolError, Toolbox};
 use serde_json::json;
 
 use super::tool_support::{inside, Fixture};

@@ -19,9 +19,9 @@
 //!
 //! # Example
 //! ```no_run
-//! # async fn example() -> Result<(), boitata_core::process::ProcessError> {
+//! # async fn example() -> Result<(), boitata_tools::process::ProcessError> {
 //! use std::time::Duration;
-//! use boitata_core::process::{ChildCommand, Ending};
+//! use boitata_tools::process::{ChildCommand, Ending};
 //! use tokio_util::sync::CancellationToken;
 //!
 //! let output = ChildCommand::new("/bin/sh", "/tmp")

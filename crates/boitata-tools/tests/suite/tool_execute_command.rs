@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use boitata_core::tool::ToolError;
+use boitata_tools::tool::ToolError;
 use serde_json::json;
 
 use super::tool_support::{inside, live_group_members, number_after, Fixture};
