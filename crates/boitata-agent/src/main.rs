@@ -30,8 +30,8 @@ use std::time::Duration;
 
 use boitata_acp::AcpServer;
 use boitata_core::config::{Config, ConfigSearch, ProcessEnv};
-use boitata_core::provider::ProviderError;
 use boitata_core::runtime::Runtime;
+use boitata_provider::ProviderError;
 use clap::Parser;
 use tokio_util::sync::CancellationToken;
 

@@ -38,9 +38,9 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use boitata_core::config::{Config, EnvSource};
-use boitata_core::provider::ProviderError;
 use boitata_core::runtime::Runtime;
 use boitata_core::{Emitter, Outcome, RunStatus};
+use boitata_provider::ProviderError;
 use tokio_util::sync::CancellationToken;
 
 use crate::model::{HandlerKind, Node};

@@ -19,9 +19,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use boitata_core::agent::{Agent, AgentSettings, AgentStop};
-use boitata_core::provider::scripted::{Script, ScriptToolCall, ScriptTurn, Scripted};
 use boitata_core::store::{NewRun, RunStore};
 use boitata_core::{Emitter, Redactor};
+use boitata_provider::scripted::{Script, ScriptToolCall, ScriptTurn, Scripted};
 use boitata_tools::tool::{ToolContext, ToolLimits, Toolbox};
 use boitata_tools::workspace::Workspace;
 use tokio_util::sync::CancellationToken;

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use crate::event::{Emitter, EventPayload, SinkError};
-use crate::provider::{Message, ModelRequest, Provider, ProviderError, Usage};
+use boitata_provider::{Message, ModelRequest, Provider, ProviderError, Usage};
 use boitata_tools::tool::{ToolContext, ToolLimits, Toolbox};
 use boitata_tools::workspace::Workspace;
 

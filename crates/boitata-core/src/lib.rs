@@ -3,7 +3,6 @@
 //! It owns:
 //! - [`event`]: the one [`Event`] type every surface shows, and the [`Emitter`] that
 //!   numbers, redacts, records and dispatches events;
-//! - [`provider`]: model APIs (`openai`, `anthropic`, `scripted`) behind one trait;
 //! - [`agent`]: the agent loop (turns, tool calls, `max_turns`, cancellation);
 //! - [`config`] and [`runtime`]: settings, and the one place that builds a provider and
 //!   tools from them (used by the CLI, the server and the in-sandbox agent);
@@ -15,8 +14,7 @@
 pub mod agent;
 pub mod config;
 pub mod event;
-pub mod provider;
-pub mod redact;
+pub use boitata_protocol::redact;
 pub mod runtime;
 pub mod store;
 

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use crate::agent::{Agent, AgentSettings, DEFAULT_SYSTEM_PROMPT};
 use crate::config::{Config, EnvSource};
-use crate::provider::{self, Provider, ProviderError};
 use crate::redact::Redactor;
+use boitata_provider::{Provider, ProviderError};
 use boitata_tools::tool::{ToolLimits, Toolbox};
 
 /// Environment variables passed through to the agent's commands; everything else
@@ -58,7 +58,7 @@ impl Runtime {
     /// [`ProviderError`] when the provider cannot be built: a missing API key (the
     /// message names the variable to set), an unreadable script.
     pub fn from_config(config: Config, env: &dyn EnvSource) -> Result<Self, ProviderError> {
-        let provider = provider::build(&config.provider)?;
+        let provider = boitata_provider::build(&config.provider)?;
         Ok(Self::with_provider(config, provider, env))
     }
 

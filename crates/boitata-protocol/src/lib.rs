@@ -6,6 +6,9 @@
 //!   [`OutputStream`]) that the CLI's `--json`, the audit log, the server's SSE stream and
 //!   the ACP `_meta.boitata` payload all carry, and a run's [`RunStatus`];
 //! - [`api`]: the HTTP API's request and response bodies and their OpenAPI schemas;
+//! - [`redact`]: the [`Redactor`](redact::Redactor) every string passes before it leaves
+//!   a run (events, the store, logs, tool results to the model): what may never be on
+//!   the wire is decided here, once;
 //! - [`ToolSpec`]: how a tool describes itself to a model, the one thing the tools
 //!   (`boitata-tools`) and the model providers (`boitata-provider`) share.
 //!
@@ -33,6 +36,7 @@
 
 pub mod api;
 pub mod event;
+pub mod redact;
 
 mod tool_spec;
 

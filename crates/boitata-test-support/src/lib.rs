@@ -50,7 +50,7 @@ mod stalling;
 
 use std::time::Duration;
 
-use boitata_core::provider::{ModelRequest, Provider, ProviderError, RetryPolicy, StreamEvent};
+use boitata_provider::{ModelRequest, Provider, ProviderError, RetryPolicy, StreamEvent};
 use futures::StreamExt;
 
 pub use fake_model::FakeModel;

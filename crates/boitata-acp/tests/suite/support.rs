@@ -9,11 +9,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use boitata_acp::AcpServer;
 use boitata_core::config::Config;
-use boitata_core::provider::{
-    ModelRequest, ModelStream, Provider, ProviderError, StopReason, StreamEvent, ToolCall, Usage,
-};
 use boitata_core::runtime::Runtime;
 use boitata_core::Event;
+use boitata_provider::{
+    ModelRequest, ModelStream, Provider, ProviderError, StopReason, StreamEvent, ToolCall, Usage,
+};
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};

@@ -6,11 +6,11 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use boitata_blueprint::RuntimeSource;
 use boitata_core::config::Config;
-use boitata_core::provider::{
-    Message, ModelRequest, ModelStream, Provider, ProviderError, StopReason, StreamEvent, ToolCall,
-};
 use boitata_core::runtime::Runtime;
 use boitata_core::{EventPayload, RunStatus};
+use boitata_provider::{
+    Message, ModelRequest, ModelStream, Provider, ProviderError, StopReason, StreamEvent, ToolCall,
+};
 
 use super::support::{path, Harness};
 

@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 
 use boitata_core::config::{Config, ProviderKind};
 use boitata_core::runtime::Runtime;
-use boitata_core::{provider, Emitter, EventPayload};
+use boitata_core::{Emitter, EventPayload};
+
 use boitata_test_support::openai::{
     done, finish_chunk, openai_sse, text_reply, tool_call_chunk, usage_chunk,
 };
@@ -93,7 +94,7 @@ async fn model_sees(tool: &str, arguments: serde_json::Value) -> String {
     config.apply_env(&env).unwrap();
     // apply_env reads the key from the environment; this test sets it directly.
     config.provider.api_key = Some(API_KEY.to_owned());
-    let provider = provider::build(&config.provider).unwrap();
+    let provider = boitata_provider::build(&config.provider).unwrap();
     let runtime = Runtime::with_provider(config, provider, &env);
 
     let events = std::sync::Arc::new(Recorded::default());

@@ -6,14 +6,14 @@ use std::sync::{Arc, Mutex};
 
 use boitata_core::config::{Config, StreamMode};
 use boitata_core::event::SinkError;
-use boitata_core::provider::anthropic::Anthropic;
-use boitata_core::provider::openai::OpenAi;
-use boitata_core::provider::{
+use boitata_core::runtime::Runtime;
+use boitata_core::{Emitter, Event, EventPayload, EventSink, Redactor};
+use boitata_provider::anthropic::Anthropic;
+use boitata_provider::openai::OpenAi;
+use boitata_provider::{
     HttpOptions, Message, ModelRequest, Provider, ProviderError, StopReason, StreamEvent, ToolCall,
     ToolSpec,
 };
-use boitata_core::runtime::Runtime;
-use boitata_core::{Emitter, Event, EventPayload, EventSink, Redactor};
 use boitata_test_support::openai::completion;
 use boitata_test_support::{fast_retry, stream_events, FakeModel};
 use boitata_tools::workspace::Workspace;
@@ -99,7 +99,7 @@ async fn auto_falls_back_to_a_whole_answer_once_and_keeps_using_it() {
                 name: "list_dir".to_owned(),
                 arguments: json!({"path": "."}),
             }),
-            StreamEvent::Usage(boitata_core::provider::Usage {
+            StreamEvent::Usage(boitata_provider::Usage {
                 input_tokens: 12,
                 output_tokens: 4
             }),
@@ -209,7 +209,7 @@ async fn anthropic_whole_answer_gives_the_same_events() {
                 name: "list_dir".to_owned(),
                 arguments: json!({"path": "src"}),
             }),
-            StreamEvent::Usage(boitata_core::provider::Usage {
+            StreamEvent::Usage(boitata_provider::Usage {
                 input_tokens: 30,
                 output_tokens: 9
             }),

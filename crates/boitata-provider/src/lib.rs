@@ -1,4 +1,5 @@
-//! Model providers: one streaming trait, one file per API.
+//! Model providers: one streaming trait, one file per API, and their settings
+//! ([`config`]).
 //!
 //! - [`openai`]: the OpenAI Chat Completions API (`POST {base_url}/chat/completions`,
 //!   `stream: true`), which Ollama, vLLM and llama.cpp also serve.
@@ -12,8 +13,34 @@
 //! A character split by the server into two lone UTF-16 surrogate escapes across two
 //! deltas (`\ud83d`, then `\ude42`) is joined again; a half that stays alone becomes
 //! U+FFFD, in every streamed field of both APIs, and never fails the response.
+//!
+//! It does not own tools (`boitata-tools`), the agent loop that feeds the model tool
+//! results (`boitata-core`), or loading the config file (`boitata_core::config`).
+//!
+//! # Example
+//!
+//! ```no_run
+//! # async fn example() -> Result<(), boitata_provider::ProviderError> {
+//! use boitata_provider::config::{ProviderConfig, ProviderKind};
+//! use boitata_provider::ModelRequest;
+//!
+//! let provider = boitata_provider::build(&ProviderConfig {
+//!     kind: ProviderKind::Scripted,
+//!     script: Some("turns.yaml".into()),
+//!     ..ProviderConfig::default()
+//! })?;
+//! let request = ModelRequest {
+//!     system: "You are terse.".to_owned(),
+//!     ..ModelRequest::default()
+//! };
+//! let answer = provider.complete(&request, &mut |delta: &str| print!("{delta}")).await?;
+//! println!("{answer:?}");
+//! # Ok(())
+//! # }
+//! ```
 
 pub mod anthropic;
+pub mod config;
 mod http;
 pub mod openai;
 mod retry;

@@ -2,8 +2,8 @@
 
 use std::time::{Duration, Instant};
 
-use boitata_core::provider::openai::OpenAi;
-use boitata_core::provider::{
+use boitata_provider::openai::OpenAi;
+use boitata_provider::{
     HttpOptions, Message, ModelRequest, Provider, ProviderError, RetryPolicy, StopReason,
     StreamEvent, ToolCall, ToolSpec, Usage,
 };

@@ -1,7 +1,7 @@
 //! The `anthropic` provider against a fake Messages API server over real HTTP.
 
-use boitata_core::provider::anthropic::Anthropic;
-use boitata_core::provider::{
+use boitata_provider::anthropic::Anthropic;
+use boitata_provider::{
     HttpOptions, Message, ModelRequest, Provider, ProviderError, StopReason, StreamEvent, ToolCall,
     ToolSpec, Usage,
 };

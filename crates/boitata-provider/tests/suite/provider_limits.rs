@@ -3,8 +3,8 @@
 
 use std::time::{Duration, Instant};
 
-use boitata_core::provider::openai::OpenAi;
-use boitata_core::provider::{
+use boitata_provider::openai::OpenAi;
+use boitata_provider::{
     HttpOptions, Message, ModelRequest, ProviderError, RetryPolicy, StreamEvent,
 };
 use boitata_test_support::openai::*;

@@ -5,7 +5,7 @@
 //! A redactor masks two kinds of secret:
 //! - **exact values** it was given: the provider key, the server token, the values of
 //!   the variables named in `secrets.env`, a run's agent secret
-//!   ([`Config::redactor`](crate::config::Config::redactor) is the one place that
+//!   (`boitata_core::config::Config::redactor` is the one place that
 //!   lists them for a run);
 //! - **credential shapes** anybody's credentials have, whoever configured them: the
 //!   table [`CREDENTIAL_SHAPES`] (provider keys, GitHub, GitLab, AWS, Slack, Stripe,
@@ -16,7 +16,7 @@
 //! theirs), so the table lives here, one entry and one test per shape.
 //!
 //! ```
-//! use boitata_core::Redactor;
+//! use boitata_protocol::redact::Redactor;
 //! let redactor = Redactor::new(["correct-horse-battery"]);
 //! assert_eq!(
 //!     redactor.redact("pw=correct-horse-battery url=https://dev:s3cr3t@example.invalid/x.git"),

@@ -1,7 +1,7 @@
-//! `provider::build`: the one dispatch from config to a provider.
+//! `boitata_provider::build`: the one dispatch from config to a provider.
 
-use boitata_core::config::{ProviderConfig, ProviderKind};
-use boitata_core::provider::{self, ProviderError};
+use boitata_provider::config::{ProviderConfig, ProviderKind};
+use boitata_provider::ProviderError;
 use boitata_test_support::openai::text_reply;
 use boitata_test_support::FakeModel;
 use serde_json::json;
@@ -10,7 +10,7 @@ use serde_json::json;
 async fn build_makes_the_configured_provider() {
     let model = FakeModel::openai().await;
     model.push(text_reply("built")).await;
-    let openai = provider::build(&ProviderConfig {
+    let openai = boitata_provider::build(&ProviderConfig {
         kind: ProviderKind::Openai,
         model: Some("qwen3".to_owned()),
         base_url: Some(model.base_url()),
@@ -19,12 +19,15 @@ async fn build_makes_the_configured_provider() {
     .unwrap();
     assert_eq!((openai.name(), openai.model()), ("openai", "qwen3"));
     let response = openai
-        .complete(&provider::ModelRequest::default(), &mut |_: &str| {})
+        .complete(
+            &boitata_provider::ModelRequest::default(),
+            &mut |_: &str| {},
+        )
         .await
         .unwrap();
     assert_eq!(response.text, "built");
 
-    let anthropic = provider::build(&ProviderConfig {
+    let anthropic = boitata_provider::build(&ProviderConfig {
         kind: ProviderKind::Anthropic,
         api_key: Some("sk-ant-test-key-0123456789".to_owned()),
         ..ProviderConfig::default()
@@ -38,7 +41,7 @@ async fn build_makes_the_configured_provider() {
     let dir = tempfile::tempdir().unwrap();
     let script = dir.path().join("s.json");
     std::fs::write(&script, json!({"turns": [{"text": "hi"}]}).to_string()).unwrap();
-    let scripted = provider::build(&ProviderConfig {
+    let scripted = boitata_provider::build(&ProviderConfig {
         kind: ProviderKind::Scripted,
         script: Some(script),
         ..ProviderConfig::default()
@@ -53,7 +56,7 @@ fn build_without_a_key_names_the_variable() {
         (ProviderKind::Openai, "OPENAI_API_KEY"),
         (ProviderKind::Anthropic, "ANTHROPIC_API_KEY"),
     ] {
-        let err = provider::build(&ProviderConfig {
+        let err = boitata_provider::build(&ProviderConfig {
             kind,
             ..ProviderConfig::default()
         })

@@ -2,9 +2,9 @@
 
 use std::path::Path;
 
-use boitata_core::config::{ProviderConfig, ProviderKind};
-use boitata_core::provider::scripted::Scripted;
-use boitata_core::provider::{
+use boitata_provider::config::{ProviderConfig, ProviderKind};
+use boitata_provider::scripted::Scripted;
+use boitata_provider::{
     Message, ModelRequest, Provider, ProviderError, StopReason, StreamEvent, ToolCall, Usage,
 };
 use boitata_test_support::stream_events;

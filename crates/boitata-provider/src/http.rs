@@ -23,7 +23,7 @@ use super::retry::{self, RetryPolicy};
 use super::surrogate::{mark_lone_surrogates, repair_lone_surrogates, resolve_markers};
 use super::{ModelStream, ProviderError, StreamEvent};
 use crate::config::{ProviderConfig, StreamMode};
-use crate::redact::Redactor;
+use boitata_protocol::redact::Redactor;
 
 /// The longest API error message kept in an error, in bytes.
 const MAX_ERROR_MESSAGE_BYTES: usize = 2_000;
@@ -40,7 +40,7 @@ pub(crate) const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
 ///
 /// ```
 /// use std::time::Duration;
-/// use boitata_core::provider::{HttpOptions, RetryPolicy};
+/// use boitata_provider::{HttpOptions, RetryPolicy};
 ///
 /// let options = HttpOptions::new("llama3.2")
 ///     .base_url("http://127.0.0.1:11434/v1")
