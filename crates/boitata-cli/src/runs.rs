@@ -4,7 +4,7 @@ use std::io::Write;
 
 use std::sync::Arc;
 
-use boitata_core::store::{RunRecord, RunStore, StoreError};
+use boitata_core::store::{RunEmitters, RunRecord, RunStore, StoreError};
 use boitata_core::{Event, EventPayload, RunStatus};
 use boitata_protocol::api::RunView;
 
@@ -131,7 +131,7 @@ fn one_line(text: &str, max_chars: usize) -> String {
 /// Runs the store says are live whose owner process has ended (a SIGKILL, a crash,
 /// a power cut): each gets a `run_finished` event, failed (interrupted), so it stops
 /// looking `running` forever. Returns the runs it marked.
-pub(crate) fn mark_interrupted_runs(store: &Arc<RunStore>) -> Result<Vec<RunRecord>, CliError> {
+pub(crate) fn mark_interrupted_runs(store: &Arc<dyn RunStore>) -> Result<Vec<RunRecord>, CliError> {
     let mut marked = Vec::new();
     for run in store.live_runs().map_err(CliError::failed)? {
         let Some(pid) = run.owner_pid else { continue };

@@ -90,14 +90,14 @@ async fn survey(
         .map_err(sandbox_error)?;
     let mut judged = Vec::with_capacity(sandboxes.len());
     for info in sandboxes {
-        let status = run_status(&store, info.run_id())?;
+        let status = run_status(store.as_ref(), info.run_id())?;
         let standing = reaper::judge(&info, status);
         judged.push((info, status, standing));
     }
     Ok((backend, judged))
 }
 
-fn run_status(store: &RunStore, run_id: Option<&str>) -> Result<Option<RunStatus>, CliError> {
+fn run_status(store: &dyn RunStore, run_id: Option<&str>) -> Result<Option<RunStatus>, CliError> {
     let Some(run_id) = run_id else {
         return Ok(None);
     };

@@ -5,7 +5,7 @@ use std::io::Write;
 use std::sync::Arc;
 
 use boitata_core::config::{Config, ProcessEnv, ProviderKind};
-use boitata_core::store::{NewRun, RunStore};
+use boitata_core::store::{NewRun, RunEmitters, RunStore, SqliteStore};
 use boitata_core::{Emitter, EventPayload, RunStatus};
 use tokio_util::sync::CancellationToken;
 
@@ -48,23 +48,22 @@ pub(crate) fn override_provider(
 
 /// Opens the run store in the configured data dir, redacting with the config's
 /// redactor.
-pub(crate) fn open_store(config: &Config) -> Result<Arc<RunStore>, CliError> {
-    RunStore::open(&config.data_dir_or_default(), config.redactor())
-        .map(Arc::new)
-        .map_err(CliError::usage)
+pub(crate) fn open_store(config: &Config) -> Result<Arc<dyn RunStore>, CliError> {
+    let store = SqliteStore::open(&config.data_dir_or_default(), config.redactor())
+        .map_err(CliError::usage)?;
+    Ok(Arc::new(store))
 }
 
 /// Opens the run store only if it exists (for read-only commands).
-pub(crate) fn open_existing_store(config: &Config) -> Result<Option<Arc<RunStore>>, CliError> {
+pub(crate) fn open_existing_store(config: &Config) -> Result<Option<Arc<dyn RunStore>>, CliError> {
     let path = config
         .data_dir_or_default()
         .join(boitata_core::store::DB_FILE);
     if !path.exists() {
         return Ok(None);
     }
-    RunStore::open_file(&path, config.redactor())
-        .map(|s| Some(Arc::new(s)))
-        .map_err(CliError::usage)
+    let store = SqliteStore::open_file(&path, config.redactor()).map_err(CliError::usage)?;
+    Ok(Some(Arc::new(store)))
 }
 
 /// Says once on stderr that the run's in-process agent runs as root, if it does: its
@@ -95,7 +94,7 @@ impl LocalRun {
     /// Records a new run, wires the emitter (store first, then the printer) and starts
     /// watching for Ctrl-C and SIGTERM.
     pub(crate) fn start(
-        store: Arc<RunStore>,
+        store: Arc<dyn RunStore>,
         mut new: NewRun,
         json: bool,
     ) -> Result<LocalRun, CliError> {

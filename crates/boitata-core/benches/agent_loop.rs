@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use boitata_core::agent::{Agent, AgentSettings, AgentStop};
-use boitata_core::store::{NewRun, RunStore};
+use boitata_core::store::{recorder, NewRun, RunStore, SqliteStore};
 use boitata_core::{Emitter, Redactor};
 use boitata_provider::scripted::{Script, ScriptToolCall, ScriptTurn, Scripted};
 use boitata_tools::tool::{ToolContext, ToolLimits, Toolbox};
@@ -46,7 +46,11 @@ fn script(calls: usize) -> Script {
     }
 }
 
-async fn loop_once(calls: usize, workspace: &Workspace, store: Option<Arc<RunStore>>) -> Duration {
+async fn loop_once(
+    calls: usize,
+    workspace: &Workspace,
+    store: Option<Arc<dyn RunStore>>,
+) -> Duration {
     let agent = Agent::new(
         Arc::new(Scripted::new(script(calls))),
         Toolbox::standard(),
@@ -60,7 +64,7 @@ async fn loop_once(calls: usize, workspace: &Workspace, store: Option<Arc<RunSto
         Some(s) => s.create_run(&NewRun::default()).unwrap().id,
         None => "bench".to_owned(),
     };
-    let recorder = store.map(|s| s as Arc<dyn boitata_core::EventSink>);
+    let recorder = store.as_ref().map(recorder);
     let emitter = Emitter::new(run_id, recorder, Redactor::default());
     let cancel = CancellationToken::new();
     let start = Instant::now();
@@ -87,7 +91,8 @@ fn main() {
     std::fs::write(&file, "hello from a small file\n".repeat(20)).unwrap();
     let workspace = Workspace::open(dir.path()).unwrap();
     let data = tempfile::tempdir().unwrap();
-    let store = Arc::new(RunStore::open(data.path(), Redactor::default()).unwrap());
+    let store: Arc<dyn RunStore> =
+        Arc::new(SqliteStore::open(data.path(), Redactor::default()).unwrap());
     let rt = tokio::runtime::Runtime::new().unwrap();
 
     // Warm up once (page cache, SQLite schema, allocator).

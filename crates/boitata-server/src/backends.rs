@@ -81,7 +81,7 @@ pub trait OrphanReaper: Send + Sync {
     ///
     /// # Errors
     /// A one-line reason when the backend cannot be reached or listed.
-    async fn reap(&self, store: &RunStore) -> Result<ReapReport, String>;
+    async fn reap(&self, store: &dyn RunStore) -> Result<ReapReport, String>;
 }
 
 /// The reaper over a [`Sandbox`] backend: `boitata-orchestrator`'s reaper, judging
@@ -97,7 +97,7 @@ impl OrphanReaper for SandboxReaper {
         self.backend.backend_name()
     }
 
-    async fn reap(&self, store: &RunStore) -> Result<ReapReport, String> {
+    async fn reap(&self, store: &dyn RunStore) -> Result<ReapReport, String> {
         let report = gc_where(self.backend.as_ref(), |info| {
             let status = info
                 .run_id()

@@ -59,7 +59,7 @@ impl EndedRuns {
     /// `run_finished` is stored). Concurrent callers for the same run share one read.
     pub(crate) async fn log(
         &self,
-        store: &Arc<RunStore>,
+        store: &Arc<dyn RunStore>,
         run_id: &str,
     ) -> Result<EventLog, AppError> {
         let slot = self.slot(run_id);

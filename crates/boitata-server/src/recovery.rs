@@ -11,7 +11,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use boitata_core::store::{RunRecord, RunStore, StoreError};
+use boitata_core::store::{RunEmitters, RunRecord, RunStore, StoreError};
 use boitata_core::{EventPayload, RunStatus};
 
 /// What [`recover_interrupted`] found.
@@ -41,7 +41,7 @@ impl Recovery {
 ///
 /// # Errors
 /// [`StoreError`] when the store cannot be read or written.
-pub fn recover_interrupted(store: &Arc<RunStore>) -> Result<Recovery, StoreError> {
+pub fn recover_interrupted(store: &Arc<dyn RunStore>) -> Result<Recovery, StoreError> {
     let mut recovery = Recovery::default();
     for run in store.live_runs()? {
         // A pid recorded in another host or PID namespace cannot be judged from here.
@@ -71,7 +71,7 @@ pub fn recover_interrupted(store: &Arc<RunStore>) -> Result<Recovery, StoreError
                 },
             )
             .map_err(|e| StoreError::Corrupt {
-                path: store.path().to_path_buf(),
+                path: store.location(),
                 message: e.to_string(),
             })?;
         recovery.interrupted.push(run);
@@ -86,7 +86,7 @@ fn owner_alive(pid: u32) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use boitata_core::store::NewRun;
+    use boitata_core::store::{NewRun, SqliteStore};
     use boitata_core::Redactor;
 
     use super::*;
@@ -94,7 +94,8 @@ mod tests {
     #[test]
     fn dead_owners_runs_fail_and_keep_their_events() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Arc::new(RunStore::open(dir.path(), Redactor::default()).unwrap());
+        let store: Arc<dyn RunStore> =
+            Arc::new(SqliteStore::open(dir.path(), Redactor::default()).unwrap());
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let dead_pid = child.id();
         child.wait().unwrap();

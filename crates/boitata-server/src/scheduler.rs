@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use boitata_blueprint::{Blueprint, Executor, RunRequest, RuntimeSource};
 use boitata_core::event::SinkError;
-use boitata_core::store::{NewRun, RunRecord, RunStore};
+use boitata_core::store::{NewRun, RunEmitters, RunRecord, RunStore};
 use boitata_core::{Event, EventPayload, EventSink, RunStatus};
 use futures::FutureExt;
 use tokio::sync::{broadcast, Semaphore};
@@ -72,7 +72,7 @@ struct LiveRun {
 
 /// What a [`Scheduler`] needs.
 pub(crate) struct SchedulerParts {
-    pub(crate) store: Arc<RunStore>,
+    pub(crate) store: Arc<dyn RunStore>,
     pub(crate) executor: Executor,
     pub(crate) runtime: RuntimeSource,
     pub(crate) workspaces_dir: PathBuf,
@@ -86,7 +86,7 @@ pub(crate) struct Scheduler {
 }
 
 struct Inner {
-    store: Arc<RunStore>,
+    store: Arc<dyn RunStore>,
     executor: Executor,
     runtime: RuntimeSource,
     workspaces_dir: PathBuf,

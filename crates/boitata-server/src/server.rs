@@ -12,7 +12,7 @@ use axum::routing::{get, post};
 use axum::Router;
 use boitata_blueprint::RuntimeSource;
 use boitata_core::config::{Config, EnvSource, ProcessEnv};
-use boitata_core::store::{RunStore, StoreError};
+use boitata_core::store::{RunStore, SqliteStore, StoreError};
 use tokio::net::TcpListener;
 use tower_http::trace::TraceLayer;
 
@@ -173,7 +173,7 @@ impl Server {
 
         // The one redactor of everything the server writes: its store, its runs'
         // events, their recovery.
-        let store = Arc::new(RunStore::open(
+        let store: Arc<dyn RunStore> = Arc::new(SqliteStore::open(
             &options.data_dir,
             options.config.redactor(),
         )?);
@@ -190,7 +190,7 @@ impl Server {
             tracing::warn!(run = %run.id, "run was {} when the server stopped: marked failed (interrupted)", run.status);
         }
         if let Some(reaper) = &options.backends.reaper {
-            match reaper.reap(&store).await {
+            match reaper.reap(store.as_ref()).await {
                 Ok(report) => {
                     if report.removed > 0 {
                         tracing::info!(

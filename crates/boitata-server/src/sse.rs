@@ -133,7 +133,7 @@ fn wants_json(headers: &HeaderMap) -> bool {
 
 /// The stored events after `after`, serialized.
 async fn read_after(
-    store: &Arc<RunStore>,
+    store: &Arc<dyn RunStore>,
     run_id: &str,
     after: u64,
 ) -> Result<Vec<Arc<LiveEvent>>, AppError> {
@@ -145,7 +145,7 @@ async fn read_after(
 
 /// One subscriber's position in a run's events.
 struct EventStream {
-    store: Arc<RunStore>,
+    store: Arc<dyn RunStore>,
     run_id: String,
     last_sent: u64,
     /// An ended run's shared log and the position in it.

@@ -19,7 +19,7 @@ pub struct AppState {
 }
 
 struct Inner {
-    store: Arc<RunStore>,
+    store: Arc<dyn RunStore>,
     catalog: BlueprintCatalog,
     scheduler: Scheduler,
     token: Option<ApiToken>,
@@ -31,7 +31,7 @@ struct Inner {
 impl std::fmt::Debug for AppState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AppState")
-            .field("store", &self.inner.store.path())
+            .field("store", &self.inner.store.location())
             .field("blueprints", &self.inner.catalog.len())
             .field("token", &self.inner.token.is_some())
             .field("host_policy", &self.inner.host_policy)
@@ -41,7 +41,7 @@ impl std::fmt::Debug for AppState {
 
 impl AppState {
     pub(crate) fn new(
-        store: Arc<RunStore>,
+        store: Arc<dyn RunStore>,
         catalog: BlueprintCatalog,
         scheduler: Scheduler,
         token: Option<ApiToken>,
@@ -62,7 +62,7 @@ impl AppState {
     }
 
     /// The run store.
-    pub fn store(&self) -> &Arc<RunStore> {
+    pub fn store(&self) -> &Arc<dyn RunStore> {
         &self.inner.store
     }
 
