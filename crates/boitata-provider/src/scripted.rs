@@ -33,6 +33,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -95,6 +96,10 @@ pub struct Scripted {
     source: Option<PathBuf>,
     /// How many requests were answered.
     next: AtomicUsize,
+    /// The conversation measured so far for the input-token estimate: how many
+    /// messages, and their bytes. A conversation only grows between requests (the agent
+    /// loop appends to it), so each request measures only its new messages.
+    measured: Mutex<(usize, usize)>,
 }
 
 impl Scripted {
@@ -128,6 +133,7 @@ impl Scripted {
             turns,
             source,
             next: AtomicUsize::new(0),
+            measured: Mutex::new((0, 0)),
         }
     }
 
@@ -212,7 +218,7 @@ impl Provider for Scripted {
                 .map(|c| c.name.len() + c.arguments.to_string().len())
                 .sum::<usize>();
         events.push(StreamEvent::Usage(Usage {
-            input_tokens: estimate_tokens(request_bytes(request)),
+            input_tokens: estimate_tokens(self.request_bytes(request)),
             output_tokens: estimate_tokens(output_bytes),
         }));
         events.push(StreamEvent::Finished(if calls.is_empty() {
@@ -247,32 +253,48 @@ fn text_pieces(text: &str) -> impl Iterator<Item = &str> {
     })
 }
 
-/// The request's size in bytes: system prompt, messages, tool specs.
-fn request_bytes(request: &ModelRequest) -> usize {
-    let messages: usize = request
-        .messages
-        .iter()
-        .map(|message| match message {
-            Message::User { content } => content.len(),
-            Message::Assistant {
-                content,
-                tool_calls,
-            } => {
-                content.len()
-                    + tool_calls
-                        .iter()
-                        .map(|c| c.name.len() + c.arguments.to_string().len())
-                        .sum::<usize>()
-            }
-            Message::Tool { content, .. } => content.len(),
-        })
-        .sum();
-    let tools: usize = request
-        .tools
-        .iter()
-        .map(|t| t.name.len() + t.description.len() + t.parameters.to_string().len())
-        .sum();
-    request.system.len() + messages + tools
+impl Scripted {
+    /// The size of `request` in bytes (system prompt, messages, tool specs), measuring
+    /// only the messages added since the last request; a conversation that shrank (a
+    /// new one) is measured whole.
+    fn request_bytes(&self, request: &ModelRequest) -> usize {
+        let mut measured = self.measured.lock().unwrap_or_else(|p| p.into_inner());
+        let (count, bytes) = *measured;
+        let (from, base) = if request.messages.len() >= count {
+            (count, bytes)
+        } else {
+            (0, 0)
+        };
+        let messages = base
+            + request.messages[from..]
+                .iter()
+                .map(message_bytes)
+                .sum::<usize>();
+        *measured = (request.messages.len(), messages);
+        let tools: usize = request
+            .tools
+            .iter()
+            .map(|t| t.name.len() + t.description.len() + t.parameters.to_string().len())
+            .sum();
+        request.system.len() + messages + tools
+    }
+}
+
+fn message_bytes(message: &Message) -> usize {
+    match message {
+        Message::User { content } => content.len(),
+        Message::Assistant {
+            content,
+            tool_calls,
+        } => {
+            content.len()
+                + tool_calls
+                    .iter()
+                    .map(|c| c.name.len() + c.arguments.to_string().len())
+                    .sum::<usize>()
+        }
+        Message::Tool { content, .. } => content.len(),
+    }
 }
 
 /// A rough token count: bytes / 4, rounded up.
