@@ -180,33 +180,20 @@ impl Emitter {
         }
     }
 
-    fn sanitize(&self, payload: EventPayload) -> EventPayload {
-        let Ok(mut value) = serde_json::to_value(&payload) else {
-            return payload;
-        };
-        let redactor = self.redactor();
-        sanitize_value(&mut value, &redactor, self.inner.max_string_bytes);
-        serde_json::from_value(value).unwrap_or(payload)
-    }
-}
-
-fn sanitize_value(value: &mut serde_json::Value, redactor: &Redactor, max_bytes: usize) {
-    match value {
-        serde_json::Value::String(s) => {
-            let redacted = redactor.redact(s);
-            *s = truncate_with_marker(&redacted, max_bytes);
-        }
-        serde_json::Value::Array(items) => {
-            for item in items {
-                sanitize_value(item, redactor, max_bytes);
-            }
-        }
-        serde_json::Value::Object(map) => {
-            for (_, item) in map.iter_mut() {
-                sanitize_value(item, redactor, max_bytes);
-            }
-        }
-        _ => {}
+    /// Redacts and truncates every text of `payload` in place (no round trip through
+    /// JSON, so nothing can fall back to the unredacted payload).
+    fn sanitize(&self, mut payload: EventPayload) -> EventPayload {
+        let redactor = self
+            .inner
+            .redactor
+            .read()
+            .unwrap_or_else(|p| p.into_inner());
+        let max_bytes = self.inner.max_string_bytes;
+        payload.visit_text_mut(&mut |text| {
+            let redacted = redactor.redact(text);
+            *text = truncate_with_marker(&redacted, max_bytes);
+        });
+        payload
     }
 }
 

@@ -177,6 +177,106 @@ impl EventPayload {
     }
 }
 
+impl EventPayload {
+    /// Calls `visit` on every text this payload carries (every `String` field, and
+    /// every string inside a JSON field such as a tool call's `arguments`), so it can be
+    /// rewritten in place: how the emitter redacts and truncates an event without a
+    /// round trip through JSON. Enum fields (outcome, stream, status) are not text.
+    ///
+    /// Every variant is matched field by field, so a new field cannot be added without
+    /// deciding here whether it is text.
+    pub fn visit_text_mut(&mut self, visit: &mut dyn FnMut(&mut String)) {
+        fn opt(text: &mut Option<String>, visit: &mut dyn FnMut(&mut String)) {
+            if let Some(text) = text {
+                visit(text);
+            }
+        }
+        match self {
+            EventPayload::RunStarted {
+                task,
+                blueprint,
+                workspace,
+                provider,
+                model,
+            } => {
+                visit(task);
+                opt(blueprint, visit);
+                opt(workspace, visit);
+                opt(provider, visit);
+                opt(model, visit);
+            }
+            EventPayload::NodeStarted { node_type, detail } => {
+                visit(node_type);
+                opt(detail, visit);
+            }
+            EventPayload::NodeFinished {
+                outcome: _,
+                exit_code: _,
+                output_preview,
+                error,
+            } => {
+                visit(output_preview);
+                opt(error, visit);
+            }
+            EventPayload::SandboxProvisioned {
+                sandbox_id,
+                backend,
+                image,
+            } => {
+                visit(sandbox_id);
+                visit(backend);
+                visit(image);
+            }
+            EventPayload::SandboxDestroyed { sandbox_id } => visit(sandbox_id),
+            EventPayload::ExecOutput { stream: _, chunk } => visit(chunk),
+            EventPayload::AgentMessage { text } => visit(text),
+            EventPayload::ToolCall {
+                call_id,
+                tool,
+                arguments,
+            } => {
+                visit(call_id);
+                visit(tool);
+                visit_json_text_mut(arguments, visit);
+            }
+            EventPayload::ToolResult {
+                call_id,
+                tool,
+                ok: _,
+                output,
+            } => {
+                visit(call_id);
+                visit(tool);
+                visit(output);
+            }
+            EventPayload::Usage {
+                input_tokens: _,
+                output_tokens: _,
+            } => {}
+            EventPayload::Note { message } => visit(message),
+            EventPayload::RunFinished { status: _, error } => opt(error, visit),
+        }
+    }
+}
+
+/// Calls `visit` on every string value inside `value` (object keys are left alone).
+pub fn visit_json_text_mut(value: &mut serde_json::Value, visit: &mut dyn FnMut(&mut String)) {
+    match value {
+        serde_json::Value::String(text) => visit(text),
+        serde_json::Value::Array(items) => {
+            for item in items {
+                visit_json_text_mut(item, visit);
+            }
+        }
+        serde_json::Value::Object(map) => {
+            for (_, item) in map.iter_mut() {
+                visit_json_text_mut(item, visit);
+            }
+        }
+        _ => {}
+    }
+}
+
 /// A node's outcome.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -308,5 +408,34 @@ mod tests {
         assert_eq!(RunStatus::Succeeded.exit_code(), 0);
         assert_eq!(RunStatus::Failed.exit_code(), 1);
         assert_eq!(RunStatus::Cancelled.exit_code(), 130);
+    }
+
+    #[test]
+    fn every_text_of_a_payload_is_visited_and_enums_are_not() {
+        let mut payload = EventPayload::ToolCall {
+            call_id: "c1".into(),
+            tool: "execute_command".into(),
+            arguments: serde_json::json!({"command": "echo", "env": ["A", {"k": "B"}], "n": 1}),
+        };
+        let mut seen = Vec::new();
+        payload.visit_text_mut(&mut |text| {
+            seen.push(text.clone());
+            text.make_ascii_uppercase();
+        });
+        assert_eq!(seen, ["c1", "execute_command", "echo", "A", "B"]);
+        let EventPayload::ToolCall { arguments, .. } = &payload else {
+            unreachable!()
+        };
+        assert_eq!(
+            arguments,
+            &serde_json::json!({"command": "ECHO", "env": ["A", {"k": "B"}], "n": 1})
+        );
+        let mut finished = EventPayload::RunFinished {
+            status: RunStatus::Failed,
+            error: None,
+        };
+        let mut count = 0;
+        finished.visit_text_mut(&mut |_| count += 1);
+        assert_eq!(count, 0);
     }
 }
