@@ -270,28 +270,37 @@ impl RunStore for SqliteStore {
     fn append_event(&self, event: &Event) -> Result<(), StoreError> {
         let body = event.to_json_line();
         let ts = event.ts.to_rfc3339_opts(SecondsFormat::Millis, true);
-        self.with_conn(|c| {
-            let tx = c.transaction()?;
-            tx.execute(
+        let insert = |c: &Connection| {
+            c.prepare_cached(
                 "INSERT INTO events (run_id, seq, ts, type, node, body) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                params![event.run_id, event.seq as i64, ts, event.payload.kind(), event.node, body],
-            )?;
+            )?
+            .execute(params![event.run_id, event.seq as i64, ts, event.payload.kind(), event.node, body])
+        };
+        self.with_conn(|c| {
             match &event.payload {
+                // The run's row changes with these: one transaction, so the row never
+                // disagrees with the events.
                 EventPayload::RunStarted { .. } => {
+                    let tx = c.transaction()?;
+                    insert(&tx)?;
                     tx.execute(
                         "UPDATE runs SET status = 'running' WHERE id = ?1 AND status IN ('queued', 'running')",
                         params![event.run_id],
                     )?;
+                    tx.commit()
                 }
                 EventPayload::RunFinished { status, error } => {
+                    let tx = c.transaction()?;
+                    insert(&tx)?;
                     tx.execute(
                         "UPDATE runs SET status = ?2, error = ?3, finished_at = ?4 WHERE id = ?1",
                         params![event.run_id, status.as_str(), error, ts],
                     )?;
+                    tx.commit()
                 }
-                _ => {}
+                // One statement is its own transaction.
+                _ => insert(c).map(drop),
             }
-            tx.commit()
         })
     }
 
