@@ -35,6 +35,7 @@ mod sqlite;
 
 use std::path::PathBuf;
 
+use boitata_protocol::event::visit_json_text_mut;
 use boitata_protocol::redact::Redactor;
 use boitata_protocol::{Event, RunStatus};
 use chrono::{DateTime, Utc};
@@ -129,32 +130,20 @@ impl NewRun {
     /// (nested ones included): what to store, since a task or a `--param` may carry a
     /// key.
     pub(crate) fn redacted(&self, redactor: &Redactor) -> NewRun {
+        let params = self
+            .params
+            .iter()
+            .map(|(name, value)| {
+                let mut value = value.clone();
+                visit_json_text_mut(&mut value, &mut |text| *text = redactor.redact(text));
+                (name.clone(), value)
+            })
+            .collect();
         NewRun {
             task: redactor.redact(&self.task),
-            params: self
-                .params
-                .iter()
-                .map(|(name, value)| (name.clone(), redact_json(redactor, value)))
-                .collect(),
+            params,
             ..self.clone()
         }
-    }
-}
-
-/// `value` with every string in it redacted.
-fn redact_json(redactor: &Redactor, value: &serde_json::Value) -> serde_json::Value {
-    use serde_json::Value;
-    match value {
-        Value::String(text) => Value::String(redactor.redact(text)),
-        Value::Array(items) => {
-            Value::Array(items.iter().map(|v| redact_json(redactor, v)).collect())
-        }
-        Value::Object(map) => Value::Object(
-            map.iter()
-                .map(|(k, v)| (k.clone(), redact_json(redactor, v)))
-                .collect(),
-        ),
-        other => other.clone(),
     }
 }
 
