@@ -39,7 +39,6 @@
 
 pub mod archive;
 pub mod nodes;
-pub mod process;
 pub mod reaper;
 pub mod sandbox;
 pub mod tracking;

@@ -72,7 +72,7 @@ pub async fn gc_where(
 /// (made elsewhere, or unlabelled).
 pub fn owner_process_alive(info: &SandboxInfo) -> Option<bool> {
     let host = info.labels.get(LABEL_HOST)?;
-    if *host != crate::process::host_name() {
+    if *host != boitata_tools::process::owner_scope() {
         return None;
     }
     let pid: u32 = info.labels.get(LABEL_PID)?.parse().ok()?;
@@ -80,7 +80,7 @@ pub fn owner_process_alive(info: &SandboxInfo) -> Option<bool> {
         .labels
         .get(LABEL_PID_START)
         .and_then(|s| s.parse().ok());
-    Some(crate::process::alive(pid, started))
+    Some(boitata_tools::process::pid_alive(pid, started))
 }
 
 /// A sandbox's standing, as [`judge`] sees it.
@@ -139,9 +139,9 @@ mod tests {
 
     #[test]
     fn a_dead_owner_makes_an_orphan_whatever_the_store_says() {
-        let here = crate::process::host_name();
+        let here = boitata_tools::process::owner_scope();
         let me = std::process::id();
-        let started = crate::process::start_time(me);
+        let started = boitata_tools::process::start_time(me);
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let dead = child.id();
         child.wait().unwrap();

@@ -81,7 +81,7 @@ pub fn recover_interrupted(store: &Arc<dyn RunStore>) -> Result<Recovery, StoreE
 
 /// Whether `pid` is a live process on this machine, other than this one.
 fn owner_alive(pid: u32) -> bool {
-    pid != std::process::id() && boitata_tools::process::pid_alive(pid)
+    pid != std::process::id() && boitata_tools::process::pid_alive(pid, None)
 }
 
 #[cfg(test)]

@@ -102,7 +102,7 @@ impl RunRecord {
         if self.owner_scope.as_deref() != Some(boitata_tools::process::owner_scope().as_str()) {
             return false;
         }
-        pid != std::process::id() && !boitata_tools::process::pid_alive(pid)
+        pid != std::process::id() && !boitata_tools::process::pid_alive(pid, None)
     }
 }
 

@@ -8,7 +8,8 @@
 //!   beneath (`cap-std`, `openat2(RESOLVE_BENEATH)`): no `..`, absolute path or symlink
 //!   escapes it;
 //! - [`process`]: child processes with an explicit environment, a deadline, an output
-//!   cap, and no way to outlive the call.
+//!   cap, and no way to outlive the call; and the one reader of `/proc/PID/stat`
+//!   ([`ProcStat`](process::ProcStat)) that tells whether a run's owner still lives.
 //!
 //! It does not own the agent loop that decides which tool to call (`boitata-core`), the
 //! model APIs (`boitata-provider`) or sandboxes (`boitata-orchestrator`).

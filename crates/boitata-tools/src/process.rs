@@ -344,22 +344,47 @@ fn group_alive(pgid: Pid) -> bool {
             is_pid
                 && std::fs::read_to_string(entry.path().join("stat"))
                     .ok()
-                    .and_then(|stat| parse_stat(&stat))
-                    .is_some_and(|(state, group)| state != 'Z' && group == pgid.as_raw())
+                    .and_then(|stat| ProcStat::parse(&stat))
+                    .is_some_and(|stat| stat.state != 'Z' && stat.pgrp == pgid.as_raw())
         }),
         Err(_) => true,
     }
 }
 
-/// `(state, pgrp)` from a `/proc/PID/stat` line. The command name may contain spaces
-/// and parentheses, so fields are counted from the last `)`.
-fn parse_stat(stat: &str) -> Option<(char, i32)> {
-    let after_name = stat.get(stat.rfind(')')? + 1..)?;
-    let mut fields = after_name.split_whitespace();
-    let state = fields.next()?.chars().next()?;
-    let _ppid = fields.next()?;
-    let pgrp = fields.next()?.parse().ok()?;
-    Some((state, pgrp))
+/// What `/proc/PID/stat` says about a process: the one reader of that file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcStat {
+    /// The state letter (`R`, `S`, `Z` for a zombie, `X` for dead, …).
+    pub state: char,
+    /// The process group id.
+    pub pgrp: i32,
+    /// When it started, in clock ticks since boot.
+    pub start_time: u64,
+}
+
+impl ProcStat {
+    /// `/proc/PID/stat` for `pid`, or `None` when there is no such process (or no
+    /// `/proc`).
+    pub fn read(pid: u32) -> Option<ProcStat> {
+        ProcStat::parse(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+    }
+
+    /// Parses a `/proc/PID/stat` line. The command name may contain spaces and
+    /// parentheses, so fields are counted from the last `)`.
+    pub fn parse(stat: &str) -> Option<ProcStat> {
+        let after_name = stat.get(stat.rfind(')')? + 1..)?;
+        let fields: Vec<&str> = after_name.split_whitespace().collect();
+        Some(ProcStat {
+            state: fields.first()?.chars().next()?,
+            pgrp: fields.get(2)?.parse().ok()?,
+            start_time: fields.get(19)?.parse().ok()?,
+        })
+    }
+
+    /// True unless the process is a zombie or dead.
+    pub fn running(&self) -> bool {
+        self.state != 'Z' && self.state != 'X'
+    }
 }
 
 /// `SIGTERM` to the group, a grace period, then `SIGKILL`; reaps the child.
@@ -517,12 +542,18 @@ pub fn running_as_root() -> bool {
     nix::unistd::geteuid().is_root()
 }
 
-/// Whether process `pid` exists here and is not a zombie (from `/proc/PID/stat`).
-pub fn pid_alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| parse_stat(&stat))
-        .is_some_and(|(state, _)| state != 'Z' && state != 'X')
+/// Whether process `pid` exists here and is not a zombie; when `started` is given
+/// (clock ticks since boot, [`start_time`]), also that it is the process that started
+/// then, and not a later one given the same pid.
+pub fn pid_alive(pid: u32, started: Option<u64>) -> bool {
+    ProcStat::read(pid).is_some_and(|stat| {
+        stat.running() && started.is_none_or(|expected| stat.start_time == expected)
+    })
+}
+
+/// When process `pid` started, in clock ticks since boot; `None` if it does not exist.
+pub fn start_time(pid: u32) -> Option<u64> {
+    ProcStat::read(pid).map(|stat| stat.start_time)
 }
 
 #[cfg(test)]
@@ -583,7 +614,43 @@ mod tests {
 
     #[test]
     fn stat_fields_survive_odd_command_names() {
-        let stat = "123 (a) b (c)) S 1 456 456 0 -1";
-        assert_eq!(parse_stat(stat), Some(('S', 456)));
+        let stat =
+            "123 (a) b (c)) S 1 456 456 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 98765 1000 50";
+        assert_eq!(
+            ProcStat::parse(stat),
+            Some(ProcStat {
+                state: 'S',
+                pgrp: 456,
+                start_time: 98765
+            })
+        );
+        assert_eq!(ProcStat::parse("123 (a) S 1 456"), None, "cut short");
+    }
+
+    #[test]
+    fn this_process_is_alive_and_a_finished_child_is_not() {
+        let me = std::process::id();
+        let started = start_time(me);
+        assert!(started.is_some());
+        assert!(pid_alive(me, started));
+        assert!(pid_alive(me, None));
+        assert!(
+            !pid_alive(me, started.map(|s| s + 1)),
+            "another start time is another process"
+        );
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        assert!(!pid_alive(pid, None));
+    }
+
+    #[test]
+    fn the_owner_scope_names_the_pid_namespace() {
+        let ns = std::fs::read_link("/proc/self/ns/pid").unwrap();
+        assert!(
+            owner_scope().ends_with(&format!(" {}", ns.display())),
+            "{}",
+            owner_scope()
+        );
     }
 }

@@ -82,7 +82,7 @@ pub struct DockerBackend {
     host_cpus: OnceCell<Option<f64>>,
     owner_pid: u32,
     owner_start: Option<u64>,
-    owner_host: String,
+    owner_scope: String,
 }
 
 impl DockerBackend {
@@ -104,8 +104,8 @@ impl DockerBackend {
             client: OnceCell::new(),
             host_cpus: OnceCell::new(),
             owner_pid: std::process::id(),
-            owner_start: crate::process::start_time(std::process::id()),
-            owner_host: crate::process::host_name(),
+            owner_start: boitata_tools::process::start_time(std::process::id()),
+            owner_scope: boitata_tools::process::owner_scope(),
         }
     }
 
@@ -176,7 +176,7 @@ impl DockerBackend {
         if let Some(start) = self.owner_start {
             labels.insert(LABEL_PID_START.into(), start.to_string());
         }
-        labels.insert(LABEL_HOST.into(), self.owner_host.clone());
+        labels.insert(LABEL_HOST.into(), self.owner_scope.clone());
         labels
     }
 
