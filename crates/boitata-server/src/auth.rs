@@ -6,6 +6,8 @@
 //! `WWW-Authenticate: Bearer`, saying nothing about what was wrong. The token is never
 //! logged: [`ApiToken`]'s `Debug` hides it.
 
+use std::sync::Arc;
+
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap};
 use axum::middleware::Next;
@@ -13,7 +15,6 @@ use axum::response::{IntoResponse, Response};
 use subtle::ConstantTimeEq;
 
 use crate::error::AppError;
-use crate::state::AppState;
 
 /// The API token. `Debug` prints `ApiToken(***)`.
 #[derive(Clone)]
@@ -49,12 +50,13 @@ impl ApiToken {
 }
 
 /// Middleware: refuses a request without the right token (when one is configured).
+/// Its state is the token alone (`None`: no token configured, the API is open).
 pub(crate) async fn require_token(
-    State(state): State<AppState>,
+    State(token): State<Option<Arc<ApiToken>>>,
     request: Request,
     next: Next,
 ) -> Response {
-    if let Some(token) = state.token() {
+    if let Some(token) = &token {
         if !token.accepts(request.headers()) {
             return AppError::Unauthorized.into_response();
         }

@@ -17,6 +17,7 @@
 //! Refusals are `403` with a JSON error naming the header.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, Uri};
@@ -24,7 +25,6 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use crate::error::AppError;
-use crate::state::AppState;
 
 /// Which `Host` names the server answers to, besides IP literals and `localhost`.
 #[derive(Debug, Clone, Default)]
@@ -138,13 +138,13 @@ fn split_authority(authority: &str) -> (String, Option<u16>) {
     }
 }
 
-/// Middleware: applies the state's [`HostPolicy`].
+/// Middleware: applies its [`HostPolicy`] (its state, and all it needs).
 pub(crate) async fn check_host(
-    State(state): State<AppState>,
+    State(policy): State<Arc<HostPolicy>>,
     request: Request,
     next: Next,
 ) -> Response {
-    if let Err(e) = state.host_policy().check(request.headers(), request.uri()) {
+    if let Err(e) = policy.check(request.headers(), request.uri()) {
         return e.into_response();
     }
     next.run(request).await

@@ -349,14 +349,20 @@ pub fn app(state: AppState) -> Router {
         .route("/runs/{id}/cancel", post(api::cancel_run))
         .route("/openapi.json", get(api::openapi))
         .fallback(api::not_found)
-        .layer(from_fn_with_state(state.clone(), auth::require_token));
+        .layer(from_fn_with_state(
+            state.token().cloned().map(Arc::new),
+            auth::require_token,
+        ));
     Router::new()
         .route("/healthz", get(api::healthz))
         .merge(ui::routes())
         .nest("/api", api)
         .fallback(api::not_found)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .layer(from_fn_with_state(state.clone(), host_guard::check_host))
+        .layer(from_fn_with_state(
+            Arc::new(state.host_policy().clone()),
+            host_guard::check_host,
+        ))
         .layer(TraceLayer::new_for_http().make_span_with(RequestSpan))
         .with_state(state)
 }
