@@ -21,6 +21,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::diagnostic::{At, Collector, Diagnostics};
+use crate::egress::{EgressRule, EGRESS_MODES};
 use crate::model::{
     duration, scalar, AgentSandboxSpec, AgentSpec, Blueprint, CheckoutSpec, Edge, ExecSpec, Node,
     NodeSpec, NodeType, Param, ProvisionSpec, When, COMMON_FIELDS, DEFAULT_MAX_STEPS,
@@ -54,7 +55,7 @@ pub const BLUEPRINT_FIELDS: &[&str] = &[
 pub const EDGE_FIELDS: &[&str] = &["from", "to", "when"];
 
 /// The networks a `provision` node may attach to.
-const NETWORKS: &[&str] = &["none", "bridge"];
+const NETWORKS: &[&str] = &["run", "none", "bridge"];
 
 /// The smallest `cpus` a `provision` node may set: Docker rounds less to no limit.
 const MIN_CPUS: f64 = 0.01;
@@ -764,6 +765,7 @@ impl Checker<'_> {
                         ));
                     }
                 }
+                problems.extend(egress_problems(p));
                 if let Some(workdir) = p.workdir.as_deref().map(str::trim) {
                     if !workdir.starts_with('/') && !workdir.starts_with('{') {
                         problems.push((
@@ -1230,4 +1232,66 @@ fn suggest_name(name: &str) -> String {
     } else {
         out
     }
+}
+
+/// What is wrong with a `provision` node's `egress`, `allow` and `allow_all`, by field.
+fn egress_problems(p: &ProvisionSpec) -> Vec<(&'static str, String)> {
+    let mut problems = Vec::new();
+    let egress = p.egress.as_deref().map(str::trim);
+    if let Some(mode) = egress {
+        if !EGRESS_MODES.contains(&mode) {
+            problems.push((
+                "egress",
+                format!(
+                    "egress {mode:?} is not supported: use {}",
+                    EGRESS_MODES.join(", ")
+                ),
+            ));
+            return problems;
+        }
+    }
+    let network = p.network.as_deref().map(str::trim).unwrap_or("run");
+    if egress.is_some_and(|mode| mode != "none") && (network == "none" || network == "bridge") {
+        problems.push((
+            "egress",
+            format!(
+                "egress applies to the run's own network, not to network {network}: \
+                 leave network out (or write network: run)"
+            ),
+        ));
+    }
+    let allowing = egress == Some("allow");
+    let allow_all = p.allow_all == Some(true);
+    if !allowing {
+        if p.allow.is_some() {
+            problems.push(("allow", "allow needs egress: allow".into()));
+        }
+        if p.allow_all.is_some() {
+            problems.push(("allow_all", "allow_all needs egress: allow".into()));
+        }
+        return problems;
+    }
+    let rules = p.allow.as_deref().unwrap_or_default();
+    if rules.is_empty() && !allow_all {
+        problems.push((
+            "egress",
+            "egress: allow with nothing allowed: list destinations in allow \
+             (e.g. allow: [\"*.pypi.org\", \"files.pythonhosted.org\"])"
+                .into(),
+        ));
+    }
+    for entry in rules {
+        match EgressRule::parse(entry) {
+            Err(e) => problems.push(("allow", e.to_string())),
+            Ok(rule) if rule.opens_everything() && !allow_all => problems.push((
+                "allow",
+                format!(
+                    "allow entry {entry:?} opens every destination: list the hosts needed, \
+                     or set allow_all: true to mean it"
+                ),
+            )),
+            Ok(_) => {}
+        }
+    }
+    problems
 }

@@ -12,6 +12,10 @@
 //!   `container`, and `agent_sandbox`, which drives `boitata-agent` inside a sandbox
 //!   over ACP) for the blueprint executor, registered by [`SandboxNodes`], which
 //!   is also the executor hook that tears a run's sandboxes down when it ends;
+//! - [`network`]: [`RunNetwork`](network::RunNetwork), a run's own network and the
+//!   host rules that keep its sandboxes off the host's services;
+//! - [`egress`]: [`EgressProxy`](egress::EgressProxy), the only way out of a run
+//!   network, where a node's egress policy allows;
 //! - [`reaper`]: [`gc`](reaper::gc), which removes sandboxes whose run is gone;
 //! - [`archive`]: the tar archives that carry files into a sandbox.
 //!
@@ -38,6 +42,8 @@
 #![deny(missing_docs)]
 
 pub mod archive;
+pub mod egress;
+pub mod network;
 pub mod nodes;
 pub mod process;
 pub mod reaper;
@@ -47,7 +53,7 @@ pub mod tracking;
 pub use nodes::{needs_sandbox, SandboxNodes, DEFAULT_AGENT_PORT};
 pub use sandbox::docker::DockerBackend;
 pub use sandbox::{
-    CollectOutput, DiscardOutput, ExecSpec, ExecStatus, Hardening, Limits, Network, OutputSink,
-    Sandbox, SandboxError, SandboxId, SandboxInfo, SandboxSpec,
+    CollectOutput, DiscardOutput, Egress, ExecSpec, ExecStatus, Hardening, Limits, Network,
+    OutputSink, RunNetworkInfo, Sandbox, SandboxError, SandboxId, SandboxInfo, SandboxSpec,
 };
 pub use tracking::{RunSandboxes, TeardownReport};
