@@ -7,7 +7,7 @@ mod docker_backend;
 mod reaper;
 mod tracking;
 
-use boitata_orchestrator::{DockerBackend, Sandbox, SandboxId, SandboxSpec};
+use boitata_orchestrator::{DockerBackend, Network, Sandbox, SandboxId, SandboxSpec};
 use boitata_test_support::docker::{self, Daemon, RunScope, BASE_IMAGE};
 
 /// A daemon with the base image, a run scope that cleans up, and a backend.
@@ -18,7 +18,16 @@ fn setup(test: &str) -> Option<(Daemon, RunScope, DockerBackend)> {
     Some((daemon, scope, DockerBackend::from_env()))
 }
 
+/// A sandbox on Docker's bridge, for tests of the backend alone (a run network is
+/// made by `RunSandboxes`).
 fn base_spec(scope: &RunScope) -> SandboxSpec {
+    SandboxSpec::new(BASE_IMAGE, scope.run_id())
+        .node("test")
+        .network(Network::Bridge)
+}
+
+/// A sandbox on the run's own network (the default), for tests through `RunSandboxes`.
+fn run_spec(scope: &RunScope) -> SandboxSpec {
     SandboxSpec::new(BASE_IMAGE, scope.run_id()).node("test")
 }
 
