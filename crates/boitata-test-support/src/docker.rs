@@ -208,11 +208,18 @@ impl RunScope {
     /// The names of the run's networks now.
     pub fn networks(&self) -> Vec<String> {
         let filter = format!("label={LABEL_RUN_ID}={}", self.run_id);
-        docker_ok(&["network", "ls", "--format", "{{.Name}}", "--filter", &filter])
-            .lines()
-            .map(str::to_owned)
-            .filter(|l| !l.is_empty())
-            .collect()
+        docker_ok(&[
+            "network",
+            "ls",
+            "--format",
+            "{{.Name}}",
+            "--filter",
+            &filter,
+        ])
+        .lines()
+        .map(str::to_owned)
+        .filter(|l| !l.is_empty())
+        .collect()
     }
 
     /// The run's host rules now (`iptables -S INPUT` lines, both the nf_tables and the
@@ -222,7 +229,10 @@ impl RunScope {
         let comment = format!("boitata-run-{}", self.run_id);
         let mut rules = Vec::new();
         for program in IPTABLES {
-            let Ok(out) = Command::new(program).args(["-w", "10", "-S", "INPUT"]).output() else {
+            let Ok(out) = Command::new(program)
+                .args(["-w", "10", "-S", "INPUT"])
+                .output()
+            else {
                 continue;
             };
             for line in String::from_utf8_lossy(&out.stdout).lines() {
@@ -258,8 +268,12 @@ impl Drop for RunScope {
                 .find(|w| w[0] == "-j" && w[1].starts_with("BOITATA-"))
                 .map(|w| w[1])
             {
-                let _ = Command::new(program).args(["-w", "10", "-F", chain]).output();
-                let _ = Command::new(program).args(["-w", "10", "-X", chain]).output();
+                let _ = Command::new(program)
+                    .args(["-w", "10", "-F", chain])
+                    .output();
+                let _ = Command::new(program)
+                    .args(["-w", "10", "-X", chain])
+                    .output();
             }
         }
     }

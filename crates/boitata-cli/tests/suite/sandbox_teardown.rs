@@ -217,6 +217,9 @@ fn after_a_sigkill_mid_run_sandbox_gc_leaves_none() {
         1,
         "a SIGKILL leaves the sandbox behind"
     );
+    let network = format!("boitata-run-{run_id}");
+    assert_eq!(scope.networks(), vec![network.clone()], "and its network");
+    assert!(!scope.host_rules().is_empty(), "and its host rules");
 
     // The store still says `running`: only the dead owner tells it is an orphan.
     let shown = home
@@ -274,6 +277,16 @@ fn after_a_sigkill_mid_run_sandbox_gc_leaves_none() {
         "{text}"
     );
     assert_eq!(scope.containers(), Vec::<String>::new());
+    assert!(
+        text.contains(&format!("removed network {network} (run {run_id})")),
+        "{text}"
+    );
+    assert_eq!(scope.networks(), Vec::<String>::new());
+    assert_eq!(
+        scope.host_rules(),
+        Vec::<String>::new(),
+        "no host rule is left"
+    );
 
     // The run no longer looks live: gc recorded how it ended.
     let shown = home

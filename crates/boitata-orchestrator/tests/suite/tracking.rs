@@ -115,7 +115,11 @@ async fn a_provision_cancelled_midway_is_still_torn_down() {
         "leaked: {:?}",
         scope.containers()
     );
-    assert!(scope.networks().is_empty(), "leaked: {:?}", scope.networks());
+    assert!(
+        scope.networks().is_empty(),
+        "leaked: {:?}",
+        scope.networks()
+    );
     assert_eq!(scope.host_rules(), Vec::<String>::new());
 }
 
