@@ -426,10 +426,13 @@ fn text(status: StatusCode, body: String) -> Response<ProxyBody> {
             .boxed(),
     );
     *response.status_mut() = status;
-    response.headers_mut().insert(
+    let headers = response.headers_mut();
+    headers.insert(
         "content-type",
         HeaderValue::from_static("text/plain; charset=utf-8"),
     );
+    // A refusal ends the client's connection: nothing more goes through it.
+    headers.insert("connection", HeaderValue::from_static("close"));
     response
 }
 

@@ -4,6 +4,7 @@
 mod agent_sandbox;
 mod blueprint_runs;
 mod docker_backend;
+mod egress_proxy;
 mod network;
 mod reaper;
 mod tracking;
