@@ -54,7 +54,7 @@ pub const BLUEPRINT_FIELDS: &[&str] = &[
 /// The fields of an edge.
 pub const EDGE_FIELDS: &[&str] = &["from", "to", "when"];
 
-/// The networks a `provision` node may attach to.
+/// The networks a `provision` node may attach to: the run's own, none, Docker's bridge.
 const NETWORKS: &[&str] = &["run", "none", "bridge"];
 
 /// The smallest `cpus` a `provision` node may set: Docker rounds less to no limit.
@@ -759,8 +759,8 @@ impl Checker<'_> {
                         problems.push((
                             "network",
                             format!(
-                                "network {network:?} is not supported: use {}",
-                                NETWORKS.join(" or ")
+                                "network {network:?} is not supported: use run (the default), \
+                                 none or bridge (not isolated)"
                             ),
                         ));
                     }
