@@ -100,11 +100,12 @@ pub enum AgentSandboxError {
         /// The sandbox (short id).
         sandbox: String,
     },
-    /// The agent's port is not published by the sandbox.
+    /// The agent's port cannot be reached (a sandbox without network, another port).
     #[error(
-        "node {node:?}: port {port} of sandbox {sandbox} is not published on the host: \
-         agent_sandbox needs a sandbox provisioned on the run network (or bridge), which \
-         opens port {DEFAULT_AGENT_PORT}, and its port left out or set to {DEFAULT_AGENT_PORT}"
+        "node {node:?}: port {port} of sandbox {sandbox} cannot be reached: agent_sandbox \
+         needs a sandbox on the run network (the default) or bridge, where port \
+         {DEFAULT_AGENT_PORT} is open to the orchestrator, and its port left out or set to \
+         {DEFAULT_AGENT_PORT}"
     )]
     PortNotPublished {
         /// The node.
