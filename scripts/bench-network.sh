@@ -15,22 +15,8 @@
 # boitata-base:bookworm, built by scripts/build-base-image.sh). Needs root (host rules).
 set -euo pipefail
 
-N="${1:-20}"
-IMAGE="${IMAGE:-boitata-base:bookworm}"
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-[[ "$N" =~ ^[1-9][0-9]*$ ]] || { echo "bench-network: N must be a positive integer, got '$N'" >&2; exit 2; }
-
-say() { printf 'bench-network: %s\n' "$*" >&2; }
-
-docker info >/dev/null 2>&1 || { say "cannot reach the Docker daemon (DOCKER_HOST=${DOCKER_HOST:-unset}); start it or set DOCKER_HOST"; exit 1; }
-docker image inspect "$IMAGE" >/dev/null 2>&1 || "$ROOT/scripts/build-base-image.sh"
-
-say "building the bench (release)"
-(cd "$ROOT" && cargo build --quiet --release -p boitata-orchestrator --example bench_sandbox)
-TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
-BENCH="$TARGET/release/examples/bench_sandbox"
-
-OUT="$(mktemp)"
+NAME=bench-network
+source "$(dirname "${BASH_SOURCE[0]}")/bench-sandbox-common.sh"
 trap 'rm -f "$OUT"' EXIT
 
 say "$N cycles each, interleaved (each after a warm-up cycle in its process)"
@@ -38,17 +24,6 @@ for ((i = 1; i <= N; i++)); do
   "$BENCH" --cycles 1 --image "$IMAGE" --network run | sed 's/^boitata /run-network /' >>"$OUT"
   "$BENCH" --cycles 1 --image "$IMAGE" --network run-bridge | sed 's/^boitata /bridge /' >>"$OUT"
 done
-
-stats() { # name -> "median p95"
-  grep "^$1 " "$OUT" | awk '{ print $2 }' | sort -n | awk '
-    { v[NR] = $1 }
-    END {
-      if (NR == 0) { print "nan nan"; exit }
-      m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
-      k = int(0.95 * NR + 0.999999); if (k < 1) k = 1; if (k > NR) k = NR
-      printf "%.1f %.1f\n", m, v[k]
-    }'
-}
 
 printf '\n%-52s %10s %10s\n' "run cycle (N=$N, image $IMAGE)" "median ms" "p95 ms"
 read -r MED_RUN P95_RUN < <(stats run-network)

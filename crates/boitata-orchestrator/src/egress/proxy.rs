@@ -191,21 +191,9 @@ async fn connect(
     let Some((host, port)) = target(&req, None) else {
         return text(StatusCode::BAD_REQUEST, "CONNECT needs host:port".into());
     };
-    let decision = shared.policy.decide(&host, port).await;
-    let Some(address) = decision.address else {
-        shared.event(&host, port, false, &decision.reason, 0, 0);
-        return text(
-            StatusCode::FORBIDDEN,
-            format!("egress refused: {}\n", decision.reason),
-        );
-    };
-    let upstream = match dial(address).await {
-        Ok(stream) => stream,
-        Err(e) => {
-            let reason = format!("cannot connect to {address}: {e}");
-            shared.event(&host, port, false, &reason, 0, 0);
-            return text(StatusCode::BAD_GATEWAY, format!("{reason}\n"));
-        }
+    let (upstream, reason) = match shared.open(&host, port).await {
+        Ok(opened) => opened,
+        Err(refusal) => return refusal,
     };
     tokio::spawn(async move {
         let upgraded = match hyper::upgrade::on(req).await {
@@ -236,7 +224,7 @@ async fn connect(
         let mut upstream = upstream;
         let mut up = head.len() as u64;
         let mut down = 0;
-        let mut reason = decision.reason.clone();
+        let mut reason = reason.clone();
         if let Err(e) = upstream.write_all(&head).await {
             reason = format!("{reason}; the destination closed: {e}");
         } else {
@@ -313,21 +301,9 @@ async fn forward(shared: Arc<Shared>, mut req: Request<Incoming>) -> Response<Pr
             "the request URL has no host\n".into(),
         );
     };
-    let decision = shared.policy.decide(&host, port).await;
-    let Some(address) = decision.address else {
-        shared.event(&host, port, false, &decision.reason, 0, 0);
-        return text(
-            StatusCode::FORBIDDEN,
-            format!("egress refused: {}\n", decision.reason),
-        );
-    };
-    let stream = match dial(address).await {
-        Ok(stream) => stream,
-        Err(e) => {
-            let reason = format!("cannot connect to {address}: {e}");
-            shared.event(&host, port, false, &reason, 0, 0);
-            return text(StatusCode::BAD_GATEWAY, format!("{reason}\n"));
-        }
+    let (stream, reason) = match shared.open(&host, port).await {
+        Ok(opened) => opened,
+        Err(refusal) => return refusal,
     };
     let counted = Counted::new(stream);
     let (up, down) = (counted.up.clone(), counted.down.clone());
@@ -342,7 +318,7 @@ async fn forward(shared: Arc<Shared>, mut req: Request<Incoming>) -> Response<Pr
         };
     {
         let event_shared = shared.clone();
-        let (host, reason) = (host.clone(), decision.reason.clone());
+        let (host, reason) = (host.clone(), reason.clone());
         tokio::spawn(async move {
             if let Err(e) = conn.await {
                 tracing::debug!("egress proxy upstream {host}:{port}: {e}");
@@ -396,6 +372,32 @@ async fn dial(address: SocketAddr) -> io::Result<TcpStream> {
 }
 
 impl Shared {
+    /// Decides on `host:port` and connects to the address the decision checked; the
+    /// connection and the reason it was allowed, or the refusal to answer (`403`, or
+    /// `502` when the destination cannot be reached) with its event sent.
+    async fn open(
+        &self,
+        host: &str,
+        port: u16,
+    ) -> Result<(TcpStream, String), Response<ProxyBody>> {
+        let decision = self.policy.decide(host, port).await;
+        let Some(address) = decision.address else {
+            self.event(host, port, false, &decision.reason, 0, 0);
+            return Err(text(
+                StatusCode::FORBIDDEN,
+                format!("egress refused: {}\n", decision.reason),
+            ));
+        };
+        match dial(address).await {
+            Ok(stream) => Ok((stream, decision.reason)),
+            Err(e) => {
+                let reason = format!("cannot connect to {address}: {e}");
+                self.event(host, port, false, &reason, 0, 0);
+                Err(text(StatusCode::BAD_GATEWAY, format!("{reason}\n")))
+            }
+        }
+    }
+
     fn event(
         &self,
         host: &str,

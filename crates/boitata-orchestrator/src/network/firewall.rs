@@ -132,35 +132,8 @@ impl Firewall {
             ])
             .await?;
             // DROP first, then the jump above it.
-            self.run(&[
-                "-I",
-                "INPUT",
-                "1",
-                "-i",
-                interface,
-                "-m",
-                "comment",
-                "--comment",
-                &comment,
-                "-j",
-                "DROP",
-            ])
-            .await?;
-            self.run(&[
-                "-I",
-                "INPUT",
-                "1",
-                "-i",
-                interface,
-                "-m",
-                "comment",
-                "--comment",
-                &comment,
-                "-j",
-                &chain,
-            ])
-            .await
-            .map(|_| ())
+            self.input_rule(interface, &comment, "DROP").await?;
+            self.input_rule(interface, &comment, &chain).await
         }
         .await;
         if let Err(e) = result {
@@ -170,6 +143,30 @@ impl Firewall {
             return Err(e);
         }
         Ok(())
+    }
+
+    /// Puts `-i interface … -j target` first in `INPUT`, with the run's comment.
+    async fn input_rule(
+        &self,
+        interface: &str,
+        comment: &str,
+        target: &str,
+    ) -> Result<(), FirewallError> {
+        self.run(&[
+            "-I",
+            "INPUT",
+            "1",
+            "-i",
+            interface,
+            "-m",
+            "comment",
+            "--comment",
+            comment,
+            "-j",
+            target,
+        ])
+        .await
+        .map(|_| ())
     }
 
     /// Lets the run's sandboxes open TCP connections to `gateway:port` on the host.

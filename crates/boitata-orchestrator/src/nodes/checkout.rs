@@ -117,11 +117,10 @@ impl NodeHandler for Checkout {
                         ),
                         source: e,
                     })?;
-                let clone = dir.path().join("repo.git");
-                tokio::select! {
+                let clone = tokio::select! {
                     () = ctx.cancel().cancelled() => return Err(NodeError::Cancelled),
-                    cloned = clone_on_host(&url, &clone) => cloned.map_err(invalid)?,
-                }
+                    cloned = clone_on_host(&url, dir.path()) => cloned.map_err(invalid)?,
+                };
                 fetched = Some(dir);
                 clone
             }
@@ -240,43 +239,23 @@ fn percent_decode(text: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// Clones `url` bare into `dest` on the host, never prompting, refusing the `ext::`
-/// transport (which runs commands).
-async fn clone_on_host(url: &str, dest: &Path) -> Result<(), String> {
-    let output = Command::new("git")
-        .args([
-            "-c",
-            "protocol.ext.allow=never",
-            "clone",
-            "--bare",
-            "--quiet",
-            "--",
-        ])
-        .arg(url)
-        .arg(dest)
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .output()
-        .await
-        .map_err(|e| format!("cannot run git: {e}"))?;
-    if output.status.success() {
-        return Ok(());
-    }
-    let stderr = String::from_utf8_lossy(&output.stderr).trim().to_owned();
-    Err(format!(
-        "repo {url}: git clone on the host failed ({}): check the URL and the host's \
-         access to it",
-        if stderr.is_empty() {
-            output.status.to_string()
-        } else {
-            stderr
-        }
-    ))
+/// Clones `url` bare into `dir/repo.git` on the host, never prompting, refusing the
+/// `ext::` transport (which runs commands); the clone's path.
+async fn clone_on_host(url: &str, dir: &Path) -> Result<PathBuf, String> {
+    let args = [
+        "-c",
+        "protocol.ext.allow=never",
+        "clone",
+        "--bare",
+        "--quiet",
+        "--",
+        url,
+        "repo.git",
+    ];
+    git_bytes(dir, &args).await.map_err(|e| {
+        format!("repo {url}: git clone on the host failed ({e}): check the URL and the host's access to it")
+    })?;
+    Ok(dir.join("repo.git"))
 }
 
 /// A host repository packed for the sandbox.
@@ -326,8 +305,8 @@ async fn git(path: &Path, args: &[&str]) -> Result<String, String> {
         .map(|out| String::from_utf8_lossy(&out).into_owned())
 }
 
-/// Runs `git -C path ARGS` on the host with a closed stdin; its stdout, or its stderr
-/// as the error.
+/// Runs `git -C path ARGS` on the host with a closed stdin and no prompt; its stdout,
+/// or its stderr as the error.
 async fn git_bytes(path: &Path, args: &[&str]) -> Result<Vec<u8>, String> {
     let output = Command::new("git")
         .arg("-C")
@@ -336,6 +315,7 @@ async fn git_bytes(path: &Path, args: &[&str]) -> Result<Vec<u8>, String> {
         .env_remove("GIT_DIR")
         .env_remove("GIT_WORK_TREE")
         .env_remove("GIT_INDEX_FILE")
+        .env("GIT_TERMINAL_PROMPT", "0")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

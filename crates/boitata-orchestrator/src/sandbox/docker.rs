@@ -398,20 +398,8 @@ impl Sandbox for DockerBackend {
             )
             .await
             .map_err(|e| {
-                if status_code(&e) == Some(404)
-                    && spec.network == Network::Run
-                    && is_network_missing(&e)
-                {
-                    SandboxError::Backend {
-                        backend: BACKEND,
-                        operation: "create container",
-                        source: format!(
-                            "network {} does not exist: provision through the run's tracker \
-                             (RunSandboxes), which creates it",
-                            run_network_name(&spec.run_id)
-                        )
-                        .into(),
-                    }
+                if let Some(missing) = missing_run_network(spec, &e) {
+                    missing
                 } else if status_code(&e) == Some(404) {
                     SandboxError::ImageNotFound {
                         image: spec.image.clone(),
@@ -425,7 +413,8 @@ impl Sandbox for DockerBackend {
             tracing::warn!(sandbox = %id.short(), "docker: {warning}");
         }
         if let Err(e) = docker.start_container(id.as_str(), None).await {
-            let err = self.error("start container", e);
+            let err =
+                missing_run_network(spec, &e).unwrap_or_else(|| self.error("start container", e));
             if let Err(cleanup) = self.destroy(&id).await {
                 tracing::warn!(sandbox = %id.short(), "removing a container that failed to start: {cleanup}");
             }
@@ -832,12 +821,29 @@ fn run_network_address(inspect: &bollard::models::ContainerInspectResponse) -> O
         })
 }
 
-/// Whether a 404 from creating a container is about its network (not its image).
-fn is_network_missing(e: &BollardError) -> bool {
-    match e {
-        BollardError::DockerResponseServerError { message, .. } => message.contains("network"),
-        _ => false,
+/// The error for a sandbox on [`Network::Run`] whose run network does not exist, when
+/// the daemon's answer `e` (to creating or starting it) says so.
+fn missing_run_network(spec: &SandboxSpec, e: &BollardError) -> Option<SandboxError> {
+    let BollardError::DockerResponseServerError {
+        status_code: 404,
+        message,
+    } = e
+    else {
+        return None;
+    };
+    if spec.network != Network::Run || !message.contains("network") {
+        return None;
     }
+    Some(SandboxError::Backend {
+        backend: BACKEND,
+        operation: "provision",
+        source: format!(
+            "network {} does not exist: provision through the run's tracker \
+             (RunSandboxes), which creates it, or choose network bridge or none",
+            run_network_name(&spec.run_id)
+        )
+        .into(),
+    })
 }
 
 /// A readable, unique container name: `boitata-NODE-RANDOM`.

@@ -521,7 +521,8 @@ async fn a_node_cannot_use_a_container_its_run_did_not_provision() {
     let backend = DockerBackend::from_env();
     let foreign = boitata_orchestrator::Sandbox::provision(
         &backend,
-        &boitata_orchestrator::SandboxSpec::new(docker::BASE_IMAGE, other.run_id()),
+        &boitata_orchestrator::SandboxSpec::new(docker::BASE_IMAGE, other.run_id())
+            .network(boitata_orchestrator::Network::Bridge),
     )
     .await
     .unwrap();

@@ -1,43 +1,13 @@
 //! The egress proxy alone, on loopback (no daemon): `CONNECT` tunnels, the TLS SNI
 //! check, refusals, and one `egress` event per decision.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use boitata_core::event::SinkError;
-use boitata_core::{Emitter, Event, EventPayload, EventSink, Redactor};
 use boitata_orchestrator::egress::{EgressPolicy, EgressProxy};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-#[derive(Default)]
-struct Events(Mutex<Vec<Event>>);
-
-impl EventSink for Events {
-    fn accept(&self, event: &Event) -> Result<(), SinkError> {
-        self.0.lock().unwrap().push(event.clone());
-        Ok(())
-    }
-}
-
-impl Events {
-    fn egress(&self) -> Vec<(String, u16, bool, String)> {
-        self.0
-            .lock()
-            .unwrap()
-            .iter()
-            .filter_map(|e| match &e.payload {
-                EventPayload::Egress {
-                    host,
-                    port,
-                    allowed,
-                    reason,
-                    ..
-                } => Some((host.clone(), *port, *allowed, reason.clone())),
-                _ => None,
-            })
-            .collect()
-    }
-}
+use super::emitter;
 
 /// An echo server on loopback; its port.
 async fn echo_server() -> u16 {
@@ -104,8 +74,7 @@ async fn read_to_end(stream: &mut TcpStream) -> Vec<u8> {
 #[tokio::test]
 async fn tunnels_carry_tls_whose_server_name_is_the_connect_host_and_nothing_else() {
     let port = echo_server().await;
-    let events = Arc::new(Events::default());
-    let emitter = Emitter::new("proxy-test", Some(events.clone()), Redactor::default());
+    let (emitter, events) = emitter("proxy-test");
     let policy = EgressPolicy::new(
         &[format!("localhost:{port}"), format!("127.0.0.1:{port}")],
         false,

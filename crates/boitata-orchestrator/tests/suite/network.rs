@@ -4,11 +4,9 @@
 
 use std::collections::HashSet;
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use boitata_core::event::SinkError;
-use boitata_core::{Emitter, Event, EventPayload, EventSink, Redactor};
 use boitata_orchestrator::egress::EgressPolicy;
 use boitata_orchestrator::reaper;
 use boitata_orchestrator::{
@@ -18,50 +16,10 @@ use boitata_test_support::docker::RunScope;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 
-use super::{run_spec, setup};
-
-#[derive(Default)]
-struct Events(Mutex<Vec<Event>>);
-
-impl EventSink for Events {
-    fn accept(&self, event: &Event) -> Result<(), SinkError> {
-        self.0.lock().unwrap().push(event.clone());
-        Ok(())
-    }
-}
-
-impl Events {
-    /// `(host, port, allowed, reason, bytes_up, bytes_down)` of every `egress` event.
-    fn egress(&self) -> Vec<(String, u16, bool, String, u64, u64)> {
-        self.0
-            .lock()
-            .unwrap()
-            .iter()
-            .filter_map(|e| match &e.payload {
-                EventPayload::Egress {
-                    host,
-                    port,
-                    allowed,
-                    reason,
-                    bytes_up,
-                    bytes_down,
-                } => Some((
-                    host.clone(),
-                    *port,
-                    *allowed,
-                    reason.clone(),
-                    *bytes_up,
-                    *bytes_down,
-                )),
-                _ => None,
-            })
-            .collect()
-    }
-}
+use super::{emitter, run_spec, setup, Events};
 
 fn tracker(backend: &Arc<DockerBackend>, scope: &RunScope) -> (RunSandboxes, Arc<Events>) {
-    let events = Arc::new(Events::default());
-    let emitter = Emitter::new(scope.run_id(), Some(events.clone()), Redactor::default());
+    let (emitter, events) = emitter(scope.run_id());
     (RunSandboxes::new(backend.clone(), emitter), events)
 }
 

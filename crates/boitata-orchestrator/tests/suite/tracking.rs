@@ -1,40 +1,9 @@
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use boitata_core::event::SinkError;
-use boitata_core::{Emitter, Event, EventSink, Redactor};
 use boitata_orchestrator::{DockerBackend, RunSandboxes};
 
-use super::{run_spec, setup};
-
-#[derive(Default)]
-struct Events(Mutex<Vec<Event>>);
-
-impl EventSink for Events {
-    fn accept(&self, event: &Event) -> Result<(), SinkError> {
-        self.0.lock().unwrap().push(event.clone());
-        Ok(())
-    }
-}
-
-impl Events {
-    fn kinds(&self) -> Vec<(&'static str, Option<String>)> {
-        self.0
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|e| (e.payload.kind(), e.node.clone()))
-            .collect()
-    }
-}
-
-fn emitter(run_id: &str) -> (Emitter, Arc<Events>) {
-    let events = Arc::new(Events::default());
-    (
-        Emitter::new(run_id, Some(events.clone()), Redactor::default()),
-        events,
-    )
-}
+use super::{emitter, run_spec, setup};
 
 #[tokio::test]
 async fn teardown_destroys_every_sandbox_with_an_event_each() {
