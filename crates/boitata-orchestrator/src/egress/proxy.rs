@@ -348,9 +348,12 @@ async fn forward(shared: Arc<Shared>, mut req: Request<Incoming>) -> Response<Pr
     for name in HOP_HEADERS {
         headers.remove(*name);
     }
+    // The destination hears the host that was checked, whatever `Host` the client
+    // wrote (no reaching another site on the same address by naming it there).
+    headers.remove(HOST);
     if let Some(authority) = authority {
         if let Ok(value) = HeaderValue::from_str(&authority) {
-            headers.entry(HOST).or_insert(value);
+            headers.insert(HOST, value);
         }
     }
     headers.insert("connection", HeaderValue::from_static("close"));

@@ -146,3 +146,52 @@ async fn tunnels_carry_tls_whose_server_name_is_the_connect_host_and_nothing_els
         allowed.3
     );
 }
+
+#[tokio::test]
+async fn plain_http_goes_to_the_checked_host_whatever_host_header_the_client_wrote() {
+    let server = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::path("/page"))
+        .respond_with(wiremock::ResponseTemplate::new(200).set_body_string("the page"))
+        .mount(&server)
+        .await;
+    let port = server.address().port();
+    let (emitter, events) = emitter("proxy-http-test");
+    let policy = EgressPolicy::new(&[format!("127.0.0.1:{port}")], false).unwrap();
+    let proxy = EgressProxy::start("127.0.0.1".parse().unwrap(), policy, emitter, None)
+        .await
+        .unwrap();
+    proxy.allow_client("127.0.0.1".parse().unwrap());
+
+    let mut stream = TcpStream::connect(proxy.address()).await.unwrap();
+    stream
+        .write_all(
+            format!(
+                "GET http://127.0.0.1:{port}/page HTTP/1.1\r\nHost: evil.example\r\n\
+                 Proxy-Authorization: Basic c2VjcmV0\r\nConnection: close\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    let answer = String::from_utf8_lossy(&read_to_end(&mut stream).await).into_owned();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.ends_with("the page"), "{answer}");
+
+    let received = server.received_requests().await.unwrap();
+    assert_eq!(received.len(), 1);
+    let headers = &received[0].headers;
+    assert_eq!(headers["host"], format!("127.0.0.1:{port}").as_str());
+    assert!(headers.get("proxy-authorization").is_none(), "{headers:?}");
+
+    for _ in 0..50 {
+        if !events.egress().is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let egress = events.egress();
+    assert_eq!(egress.len(), 1, "{egress:?}");
+    let (host, p, allowed, _, up, down) = &egress[0];
+    assert_eq!((host.as_str(), *p, *allowed), ("127.0.0.1", port, true));
+    assert!(*up > 0 && *down > 0, "{egress:?}");
+}
