@@ -540,7 +540,7 @@ impl Sandbox for DockerBackend {
             .config
             .as_ref()
             .and_then(|c| c.exposed_ports.as_ref())
-            .is_some_and(|ports| ports.iter().any(|p| *p == key));
+            .is_some_and(|ports| ports.contains(&key));
         let run_address = run_network_address(&inspect);
         if let Some(address) = run_address {
             // On the run network: the orchestrator reaches the sandbox's own address.
