@@ -121,12 +121,18 @@ async fn run_cycle(
         backend.clone(),
         Emitter::new(run_id, None, Redactor::default()),
     );
+    let t0 = Instant::now();
+    if network == Network::Run {
+        run.ensure_run_network().await?;
+    }
+    let t1 = Instant::now();
     let made = run
         .provision(
             Some("bench"),
             SandboxSpec::new(image, run_id).network(network),
         )
         .await;
+    let t2 = Instant::now();
     let status = match &made {
         Ok(id) => Some(
             backend
@@ -135,7 +141,18 @@ async fn run_cycle(
         ),
         Err(_) => None,
     };
+    let t3 = Instant::now();
     let report = run.teardown().await;
+    if std::env::var_os("BENCH_PHASES").is_some() {
+        let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+        eprintln!(
+            "phases: network {:.1} ms, provision {:.1} ms, exec {:.1} ms, teardown {:.1} ms",
+            ms(t1 - t0),
+            ms(t2 - t1),
+            ms(t3 - t2),
+            ms(t3.elapsed())
+        );
+    }
     made?;
     if let Some((_, e)) = report.failed.into_iter().next() {
         return Err(e);

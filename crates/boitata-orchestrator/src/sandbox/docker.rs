@@ -705,6 +705,14 @@ impl Sandbox for DockerBackend {
 
     async fn remove_run_network(&self, name: &str) -> Result<(), SandboxError> {
         let docker = self.client().await?;
+        // Usually its sandboxes are gone already: one call.
+        match docker.remove_network(name).await {
+            Ok(()) => return Ok(()),
+            Err(e) if status_code(&e) == Some(404) => return Ok(()),
+            Err(e) => {
+                tracing::debug!(network = %name, "removing the network: {e}; disconnecting what is on it")
+            }
+        }
         let inspect = match docker
             .inspect_network(name, None::<InspectNetworkOptions>)
             .await
