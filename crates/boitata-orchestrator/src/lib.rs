@@ -25,11 +25,13 @@
 //! # Example
 //!
 //! ```no_run
-//! use boitata_orchestrator::{CollectOutput, DockerBackend, ExecSpec, Sandbox, SandboxSpec};
+//! use boitata_orchestrator::{CollectOutput, DockerBackend, ExecSpec, Network, Sandbox, SandboxSpec};
 //!
 //! # async fn demo() -> Result<(), boitata_orchestrator::SandboxError> {
 //! let docker = DockerBackend::from_env(); // no connection yet
-//! let id = docker.provision(&SandboxSpec::new("boitata-base:bookworm", "run-1")).await?;
+//! // The backend alone: no network (a run's own network is made by RunSandboxes).
+//! let spec = SandboxSpec::new("boitata-base:bookworm", "run-1").network(Network::None);
+//! let id = docker.provision(&spec).await?;
 //! let mut out = CollectOutput::default();
 //! let status = docker.exec(&id, &ExecSpec::shell("echo hi"), &mut out).await?;
 //! assert_eq!(status.code(), Some(0));

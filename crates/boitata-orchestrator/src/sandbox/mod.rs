@@ -5,8 +5,10 @@
 //! trait is deliberately small: [`provision`](Sandbox::provision),
 //! [`exec`](Sandbox::exec), [`endpoint`](Sandbox::endpoint),
 //! [`upload`](Sandbox::upload), [`destroy`](Sandbox::destroy) and
-//! [`list`](Sandbox::list). Everything else (checkouts, teardown, the reaper) is built
-//! on top of it.
+//! [`list`](Sandbox::list), plus run networks
+//! ([`create_run_network`](Sandbox::create_run_network) and its kin, which a backend
+//! without networks need not provide). Everything else (checkouts, teardown, host
+//! rules, the egress proxy, the reaper) is built on top of it.
 //!
 //! Every sandbox carries labels ([`LABEL_RUN_ID`], [`LABEL_NODE`],
 //! [`LABEL_CREATED_BY`], [`LABEL_PID`], [`LABEL_HOST`]) so that the reaper can find the
@@ -682,10 +684,13 @@ pub trait Sandbox: Send + Sync {
         sink: &mut dyn OutputSink,
     ) -> Result<ExecStatus, SandboxError>;
 
-    /// The host address (on loopback) where the sandbox's TCP `port` is published.
+    /// Where the orchestrator reaches the sandbox's TCP `port`: the sandbox's own
+    /// address on its run network ([`Network::Run`]), or the host loopback address the
+    /// port is published on ([`Network::Bridge`]).
     ///
     /// # Errors
-    /// [`SandboxError::PortNotPublished`] if the port was not in the spec's `ports`;
+    /// [`SandboxError::PortNotPublished`] if the port was not in the spec's `ports`
+    /// (or the sandbox has no network);
     /// [`SandboxError::NotFound`].
     async fn endpoint(&self, id: &SandboxId, port: u16) -> Result<SocketAddr, SandboxError>;
 
