@@ -48,8 +48,9 @@ pub const LABEL_HOST: &str = "boitata.host";
 /// The address, in [`SandboxSpec::extra_hosts`], that stands for the host machine as
 /// the sandbox's network reaches it (the bridge's gateway on Docker).
 pub const HOST_GATEWAY: &str = "host-gateway";
-/// The name a sandbox on the `bridge` network reaches the host by (the
-/// `provision` node maps it to [`HOST_GATEWAY`]), as Docker Desktop names it too.
+/// The name a sandbox reaches the host by, as Docker Desktop names it too: on its run
+/// network the network's gateway address ([`RunSandboxes`](crate::RunSandboxes) maps
+/// it), on `bridge` [`HOST_GATEWAY`] (the `provision` node maps it).
 pub const HOST_GATEWAY_NAME: &str = "host.docker.internal";
 
 /// The working directory a sandbox starts in, and the default checkout destination.
