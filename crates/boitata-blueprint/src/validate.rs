@@ -21,6 +21,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::diagnostic::{At, Collector, Diagnostics};
+use crate::egress::{EgressRule, EGRESS_MODES};
 use crate::model::{
     duration, scalar, AgentSandboxSpec, AgentSpec, Blueprint, CheckoutSpec, Edge, ExecSpec, Node,
     NodeSpec, NodeType, Param, ProvisionSpec, When, COMMON_FIELDS, DEFAULT_MAX_STEPS,
@@ -53,8 +54,8 @@ pub const BLUEPRINT_FIELDS: &[&str] = &[
 /// The fields of an edge.
 pub const EDGE_FIELDS: &[&str] = &["from", "to", "when"];
 
-/// The networks a `provision` node may attach to.
-const NETWORKS: &[&str] = &["none", "bridge"];
+/// The networks a `provision` node may attach to: the run's own, none, Docker's bridge.
+const NETWORKS: &[&str] = &["run", "none", "bridge"];
 
 /// The smallest `cpus` a `provision` node may set: Docker rounds less to no limit.
 const MIN_CPUS: f64 = 0.01;
@@ -764,12 +765,13 @@ impl Checker<'_> {
                         problems.push((
                             "network",
                             format!(
-                                "network {network:?} is not supported: use {}",
-                                NETWORKS.join(" or ")
+                                "network {network:?} is not supported: use run (the default), \
+                                 none or bridge (not isolated)"
                             ),
                         ));
                     }
                 }
+                problems.extend(egress_problems(p));
                 if let Some(workdir) = p.workdir.as_deref().map(str::trim) {
                     if !workdir.starts_with('/') && !workdir.starts_with('{') {
                         problems.push((
@@ -1236,4 +1238,66 @@ fn suggest_name(name: &str) -> String {
     } else {
         out
     }
+}
+
+/// What is wrong with a `provision` node's `egress`, `allow` and `allow_all`, by field.
+fn egress_problems(p: &ProvisionSpec) -> Vec<(&'static str, String)> {
+    let mut problems = Vec::new();
+    let egress = p.egress.as_deref().map(str::trim);
+    if let Some(mode) = egress {
+        if !EGRESS_MODES.contains(&mode) {
+            problems.push((
+                "egress",
+                format!(
+                    "egress {mode:?} is not supported: use {}",
+                    EGRESS_MODES.join(", ")
+                ),
+            ));
+            return problems;
+        }
+    }
+    let network = p.network.as_deref().map(str::trim).unwrap_or("run");
+    if egress.is_some_and(|mode| mode != "none") && (network == "none" || network == "bridge") {
+        problems.push((
+            "egress",
+            format!(
+                "egress applies to the run's own network, not to network {network}: \
+                 leave network out (or write network: run)"
+            ),
+        ));
+    }
+    let allowing = egress == Some("allow");
+    let allow_all = p.allow_all == Some(true);
+    if !allowing {
+        if p.allow.is_some() {
+            problems.push(("allow", "allow needs egress: allow".into()));
+        }
+        if p.allow_all.is_some() {
+            problems.push(("allow_all", "allow_all needs egress: allow".into()));
+        }
+        return problems;
+    }
+    let rules = p.allow.as_deref().unwrap_or_default();
+    if rules.is_empty() && !allow_all {
+        problems.push((
+            "egress",
+            "egress: allow with nothing allowed: list destinations in allow \
+             (e.g. allow: [\"*.pypi.org\", \"files.pythonhosted.org\"])"
+                .into(),
+        ));
+    }
+    for entry in rules {
+        match EgressRule::parse(entry) {
+            Err(e) => problems.push(("allow", e.to_string())),
+            Ok(rule) if rule.opens_everything() && !allow_all => problems.push((
+                "allow",
+                format!(
+                    "allow entry {entry:?} opens every destination: list the hosts needed, \
+                     or set allow_all: true to mean it"
+                ),
+            )),
+            Ok(_) => {}
+        }
+    }
+    problems
 }

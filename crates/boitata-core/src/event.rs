@@ -100,6 +100,11 @@ pub enum EventPayload {
         backend: String,
         /// The image it runs.
         image: String,
+        /// The network it is on: `boitata-run-RUN` (the run's own, isolated), `none`,
+        /// or `bridge` (Docker's shared bridge: **not isolated** from other runs and
+        /// the host). Absent in events recorded before this field existed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        network: Option<String>,
     },
     /// A sandbox was destroyed.
     SandboxDestroyed {
@@ -151,6 +156,24 @@ pub enum EventPayload {
         /// The note, one line.
         message: String,
     },
+    /// The egress proxy decided on a connection a sandbox asked for (one event per
+    /// request or tunnel, when it ends; a refusal at once).
+    Egress {
+        /// The host asked for (a name or an address), as the client wrote it.
+        host: String,
+        /// The TCP port asked for.
+        port: u16,
+        /// Whether the connection was let through.
+        allowed: bool,
+        /// Why: the rule that allowed it, or what refused it.
+        reason: String,
+        /// Bytes sent from the sandbox to the destination.
+        #[serde(default)]
+        bytes_up: u64,
+        /// Bytes received from the destination by the sandbox.
+        #[serde(default)]
+        bytes_down: u64,
+    },
     /// The run ended.
     RunFinished {
         /// How it ended.
@@ -176,6 +199,8 @@ impl EventPayload {
             EventPayload::ToolResult { .. } => "tool_result",
             EventPayload::Usage { .. } => "usage",
             EventPayload::Note { .. } => "note",
+    },
+            EventPayload::Egress { .. } => "egress",
             EventPayload::RunFinished { .. } => "run_finished",
         }
     }

@@ -483,6 +483,49 @@ edges:
 "#
 );
 
+invalid!(
+    egress_policies_that_open_everything_or_mean_nothing_are_refused,
+    r#"name: egress
+entry: any
+nodes:
+  any: { type: provision, image: img, egress: allow, allow: ["*", "pypi.org"] }
+  world: { type: provision, image: img, egress: allow, allow: ["0.0.0.0/0:443"] }
+  empty: { type: provision, image: img, egress: allow }
+  stray: { type: provision, image: img, allow: ["pypi.org"], allow_all: true }
+  bad: { type: provision, image: img, egress: allow, allow: ["a.*.org", "host:0", "10.0.0.0/33"] }
+  wrong: { type: provision, image: img, egress: everywhere }
+  bridged: { type: provision, image: img, network: bridge, egress: gateway }
+edges:
+  - { from: any, to: world }
+  - { from: world, to: empty }
+  - { from: empty, to: stray }
+  - { from: stray, to: bad }
+  - { from: bad, to: wrong }
+  - { from: wrong, to: bridged }
+"#
+);
+
+#[test]
+fn egress_policies_that_say_what_they_mean_are_valid() {
+    let yaml = r#"name: egress
+entry: index
+nodes:
+  index: { type: provision, image: img, egress: allow, allow: ["*.pypi.org", "files.pythonhosted.org", "127.0.0.1:8080", "10.0.0.0/8", "[fd00::1]:53"] }
+  open: { type: provision, image: img, egress: allow, allow: ["*"], allow_all: true }
+  all: { type: provision, image: img, egress: allow, allow_all: true }
+  closed: { type: provision, image: img, egress: none }
+  model: { type: provision, image: img, network: run, egress: gateway }
+edges:
+  - { from: index, to: open }
+  - { from: open, to: all }
+  - { from: all, to: closed }
+  - { from: closed, to: model }
+"#;
+    if let Err(d) = parse(yaml, "egress.yaml") {
+        panic!("{}", d.render(100));
+    }
+}
+
 #[test]
 fn the_smallest_allowed_provision_settings_are_valid() {
     let yaml = r#"name: small

@@ -133,10 +133,27 @@ async fn no_secret_reaches_the_events_the_sandbox_or_the_image() {
             );
         }
     }
+    // On the run's own network, where the host is its gateway address.
+    let network = doc[0]["HostConfig"]["NetworkMode"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        network.starts_with("boitata-run-"),
+        "{}",
+        doc[0]["HostConfig"]
+    );
+    let gateway = docker(&[
+        "network",
+        "inspect",
+        network,
+        "--format",
+        "{{(index .IPAM.Config 0).Gateway}}",
+    ]);
+    let gateway = String::from_utf8_lossy(&gateway.stdout).trim().to_owned();
     assert!(
         doc[0]["HostConfig"]["ExtraHosts"]
             .to_string()
-            .contains("host.docker.internal:host-gateway"),
+            .contains(&format!("host.docker.internal:{gateway}")),
         "{}",
         doc[0]["HostConfig"]
     );

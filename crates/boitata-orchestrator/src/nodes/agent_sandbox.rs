@@ -15,7 +15,8 @@
 //!    environment, its labels, a file or an event. Its stdout and stderr go to a log
 //!    file in the sandbox;
 //! 4. waits (at most [`DEFAULT_READY_TIMEOUT`]) until the agent answers `initialize` on
-//!    the port the sandbox publishes on host loopback, watching the process: when it
+//!    the sandbox's address on the run network (or the port it publishes on host
+//!    loopback on `bridge`), watching the process: when it
 //!    exits first, or never answers, the node fails with the tail of its log;
 //! 5. prompts it once ([`run_prompt_at`]), re-emitting each of its events (messages,
 //!    tool calls, tool results, usage) in order as events of this run and node;
@@ -27,8 +28,10 @@
 //!
 //! A model server on the host's loopback (`http://127.0.0.1:11434/v1`) is not
 //! reachable from a sandbox: its `base_url` is given to the agent with the host
-//! replaced by [`HOST_GATEWAY_NAME`], which the `provision` node maps to the host's
-//! address on the bridge. The server must listen on that address too (`0.0.0.0`).
+//! replaced by [`HOST_GATEWAY_NAME`], which resolves to the host's address on the
+//! sandbox's network (the run network's gateway address, whose port for the model is
+//! then opened; or the bridge's). The server must listen on that address too
+//! (`0.0.0.0`).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -97,11 +100,12 @@ pub enum AgentSandboxError {
         /// The sandbox (short id).
         sandbox: String,
     },
-    /// The agent's port is not published by the sandbox.
+    /// The agent's port cannot be reached (a sandbox without network, another port).
     #[error(
-        "node {node:?}: port {port} of sandbox {sandbox} is not published on the host: \
-         agent_sandbox needs a sandbox provisioned on the bridge network (which publishes \
-         port {DEFAULT_AGENT_PORT}), and its port left out or set to {DEFAULT_AGENT_PORT}"
+        "node {node:?}: port {port} of sandbox {sandbox} cannot be reached: agent_sandbox \
+         needs a sandbox on the run network (the default) or bridge, where port \
+         {DEFAULT_AGENT_PORT} is open to the orchestrator, and its port left out or set to \
+         {DEFAULT_AGENT_PORT}"
     )]
     PortNotPublished {
         /// The node.
@@ -246,6 +250,17 @@ impl NodeHandler for AgentSandbox {
         })?;
         // From here on, no event of the run can show it.
         ctx.emitter().add_secrets([secret.clone()]);
+
+        // A model server on the host is reached on the run network's gateway address:
+        // open its port there. (The model gateway will take this place.)
+        if let (Some(network), Some(model_port)) = (
+            self.nodes.run_sandboxes(ctx).run_network(),
+            host_model_port(&config),
+        ) {
+            cancellable(ctx, network.allow_port(model_port))
+                .await?
+                .map_err(|e| sandbox_failed("cannot open the model's port to the sandbox", e))?;
+        }
 
         let backend = self.nodes.backend().clone();
         let addr = cancellable(ctx, backend.endpoint(&sandbox, port))
@@ -646,6 +661,16 @@ fn launch_env(
         env.insert(variable.to_owned(), key);
     }
     env
+}
+
+/// The port of the provider's `base_url` when it points at the host (a URL that
+/// [`reachable_from_sandbox`] rewrites), with the scheme's default.
+fn host_model_port(config: &Config) -> Option<u16> {
+    let url = config.provider.base_url.as_deref()?;
+    if reachable_from_sandbox(url) == url {
+        return None;
+    }
+    url::Url::parse(url).ok()?.port_or_known_default()
 }
 
 /// `url` with a loopback or unspecified host (`localhost`, `127.0.0.1`, `[::1]`,

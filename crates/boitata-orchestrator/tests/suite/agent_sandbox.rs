@@ -351,7 +351,7 @@ edges:
 }
 
 #[tokio::test]
-async fn a_sandbox_without_network_fails_the_node_saying_it_needs_bridge() {
+async fn a_sandbox_without_network_fails_the_node_saying_it_needs_one() {
     let Some(daemon) = daemon_with_images("agent_sandbox_no_network") else {
         return;
     };
@@ -373,8 +373,8 @@ edges:
     let error = run.node_error("work");
     assert!(
         error.contains("port 7700 of sandbox")
-            && error.contains("is not published on the host")
-            && error.contains("bridge network"),
+            && error.contains("cannot be reached")
+            && error.contains("on the run network (the default) or bridge"),
         "{error}"
     );
     run.assert_torn_down();

@@ -643,6 +643,22 @@
         case "sandbox_provisioned": {
           const b = blockFor(node);
           note(b ? b.body : timeline, h("span", {}, "sandbox ", h("span", { class: "mono" }, event.sandbox_id.slice(0, 12)), ` ready (${event.backend}, ${event.image})`));
+          if (event.network === "bridge") note(b ? b.body : timeline, "⚠ network bridge: not isolated (other runs' sandboxes and host services can be reached)");
+          break;
+        }
+        case "egress": {
+          const b = blockFor(node);
+          const bytes = event.allowed ? ` · ${event.bytes_up || 0} B up, ${event.bytes_down || 0} B down` : "";
+          note(
+            b ? b.body : timeline,
+            h(
+              "span",
+              { class: `egress ${event.allowed ? "allowed" : "denied"}`, dataset: { event: "egress" } },
+              event.allowed ? "egress " : "egress denied ",
+              h("span", { class: "mono" }, `${event.host}:${event.port}`),
+              ` (${event.reason})${bytes}`,
+            ),
+          );
           break;
         }
         case "sandbox_destroyed": {
