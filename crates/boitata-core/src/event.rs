@@ -199,7 +199,6 @@ impl EventPayload {
             EventPayload::ToolResult { .. } => "tool_result",
             EventPayload::Usage { .. } => "usage",
             EventPayload::Note { .. } => "note",
-    },
             EventPayload::Egress { .. } => "egress",
             EventPayload::RunFinished { .. } => "run_finished",
         }
