@@ -227,6 +227,10 @@ impl Renderer {
                 self.status("thinking");
             }
             EventPayload::Usage { .. } => {}
+            EventPayload::BudgetExceeded { message, .. } => {
+                self.flush_output(|_| true);
+                self.line(&format!("  ✗ {message}"));
+            }
             EventPayload::RunFinished { status, error } => {
                 self.flush_output(|_| true);
                 let secs = started

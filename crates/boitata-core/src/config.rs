@@ -28,6 +28,11 @@
 //! [tools]
 //! command_timeout = "120s"
 //! max_output_bytes = 32768
+//!
+//! [budget]                 # each limit optional; a run over one fails
+//! tokens = 200000
+//! requests = 100
+//! wall = "30m"
 //! ```
 
 use std::collections::BTreeMap;
@@ -48,6 +53,9 @@ pub struct Config {
     pub tools: ToolsConfig,
     /// The server.
     pub server: ServerConfig,
+    /// What a run may spend on the model ([`Budget`](crate::budget::Budget)): the
+    /// in-process agent's runs, and blueprint runs whose blueprint sets no `budget:`.
+    pub budget: crate::budget::Budget,
     /// Where runs are stored (default: the user data dir).
     pub data_dir: Option<PathBuf>,
     /// The file these settings were read from, if any.

@@ -145,6 +145,18 @@ pub enum EventPayload {
         /// Completion tokens.
         output_tokens: u64,
     },
+    /// A budget of the run was spent ([`crate::budget`]): no further model request is
+    /// admitted and the run fails. Emitted once per run.
+    BudgetExceeded {
+        /// Which limit: `tokens`, `requests` or `wall`.
+        budget: crate::budget::BudgetKind,
+        /// What was used: tokens, requests, or whole seconds of wall time.
+        used: u64,
+        /// The limit, in the same unit.
+        limit: u64,
+        /// The message the run fails with (`budget exceeded: tokens 120034 > 120000`).
+        message: String,
+    },
     /// The run ended.
     RunFinished {
         /// How it ended.
@@ -169,6 +181,7 @@ impl EventPayload {
             EventPayload::ToolCall { .. } => "tool_call",
             EventPayload::ToolResult { .. } => "tool_result",
             EventPayload::Usage { .. } => "usage",
+            EventPayload::BudgetExceeded { .. } => "budget_exceeded",
             EventPayload::RunFinished { .. } => "run_finished",
         }
     }
