@@ -339,7 +339,7 @@ impl Checker<'_> {
     /// Reads a typed value, reporting a located error if it does not fit.
     /// `budget: { tokens, requests, wall }`: each limit optional, none zero.
     fn budget(&mut self, value: Option<&Yaml>) -> Option<Option<Budget>> {
-        let budget = self.typed::<Option<Budget>>(value, "budget", "the blueprint's budget")?;
+        let budget = self.typed::<Option<Budget>>(value, "budget: ", "the blueprint")?;
         if let (Some(budget), Some(Value::Map(fields))) = (&budget, value.map(|v| &v.value)) {
             let zero = [
                 ("tokens", budget.tokens == Some(0)),
