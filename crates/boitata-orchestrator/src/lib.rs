@@ -12,6 +12,9 @@
 //!   `container`, and `agent_sandbox`, which drives `boitata-agent` inside a sandbox
 //!   over ACP) for the blueprint executor, registered by [`SandboxNodes`], which
 //!   is also the executor hook that tears a run's sandboxes down when it ends;
+//! - [`gateway`]: the [`ModelGateway`], which serves the provider's API to agents in
+//!   sandboxes with a per-run token and forwards with the real key, counting usage
+//!   and enforcing the run's budget;
 //! - [`reaper`]: [`gc`](reaper::gc), which removes sandboxes whose run is gone;
 //! - [`archive`]: the tar archives that carry files into a sandbox.
 //!
@@ -38,12 +41,14 @@
 #![deny(missing_docs)]
 
 pub mod archive;
+pub mod gateway;
 pub mod nodes;
 pub mod process;
 pub mod reaper;
 pub mod sandbox;
 pub mod tracking;
 
+pub use gateway::ModelGateway;
 pub use nodes::{needs_sandbox, SandboxNodes, DEFAULT_AGENT_PORT};
 pub use sandbox::docker::DockerBackend;
 pub use sandbox::{
