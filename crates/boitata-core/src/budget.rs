@@ -163,13 +163,17 @@ impl BudgetMeter {
         self.budget.wall.map(|wall| self.started + wall)
     }
 
-    /// Admits one more model request and counts it.
+    /// Checks, without counting a request, that no limit is spent and the wall time
+    /// is not up (for a timer that stops a run at its wall budget).
     ///
     /// # Errors
-    /// [`BudgetExceeded`] when a limit is already spent, the wall time is up, or this
-    /// request would be one more than `requests` allows (then it is not counted).
-    pub fn admit(&self) -> Result<(), BudgetExceeded> {
+    /// [`BudgetExceeded`] as [`BudgetMeter::admit`] says, the request count aside.
+    pub fn check(&self) -> Result<(), BudgetExceeded> {
         let mut state = self.lock();
+        self.check_locked(&mut state)
+    }
+
+    fn check_locked(&self, state: &mut MeterState) -> Result<(), BudgetExceeded> {
         if let Some(exceeded) = state.exceeded {
             return Err(exceeded);
         }
@@ -183,6 +187,17 @@ impl BudgetMeter {
                 }));
             }
         }
+        Ok(())
+    }
+
+    /// Admits one more model request and counts it.
+    ///
+    /// # Errors
+    /// [`BudgetExceeded`] when a limit is already spent, the wall time is up, or this
+    /// request would be one more than `requests` allows (then it is not counted).
+    pub fn admit(&self) -> Result<(), BudgetExceeded> {
+        let mut state = self.lock();
+        self.check_locked(&mut state)?;
         if let Some(limit) = self.budget.requests {
             if state.requests >= limit {
                 let used = state.requests + 1;
