@@ -4,29 +4,20 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use boitata_blueprint::{
     Blueprint, Executor, HandlerKind, NodeHandlers, RunReport, RunRequest, RuntimeSource,
 };
 use boitata_core::config::{Config, ProviderKind};
-use boitata_core::event::SinkError;
-use boitata_core::{Emitter, Event, EventPayload, EventSink, Redactor, RunStatus};
+use boitata_core::{Emitter, Event, EventPayload, Redactor, RunStatus};
 use boitata_orchestrator::nodes::agent_sandbox::AgentSandbox;
 use boitata_orchestrator::{DockerBackend, SandboxNodes};
 use boitata_test_support::docker::{self, docker_ok, Daemon, RunScope};
+use boitata_test_support::events::Recorder;
 use tokio_util::sync::CancellationToken;
 
-#[derive(Default)]
-struct Recorder(Mutex<Vec<Event>>);
-
-impl EventSink for Recorder {
-    fn accept(&self, event: &Event) -> Result<(), SinkError> {
-        self.0.lock().unwrap().push(event.clone());
-        Ok(())
-    }
-}
 
 /// One run of a blueprint with the scripted provider replaying `script`.
 struct AgentRun {
@@ -100,7 +91,7 @@ impl AgentRun {
     }
 
     fn events(&self) -> Vec<Event> {
-        self.recorder.0.lock().unwrap().clone()
+        self.recorder.events()
     }
 
     fn node_error(&self, node: &str) -> String {

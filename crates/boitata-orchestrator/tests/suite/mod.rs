@@ -4,6 +4,7 @@
 mod agent_sandbox;
 mod blueprint_runs;
 mod docker_backend;
+mod gateway;
 mod reaper;
 mod tracking;
 
