@@ -389,11 +389,7 @@ impl Executor {
         } else {
             (None, None)
         };
-        let budget = BudgetMeter::new(
-            blueprint
-                .budget
-                .unwrap_or_else(|| runtime.config().budget),
-        );
+        let budget = BudgetMeter::new(blueprint.budget.unwrap_or_else(|| runtime.config().budget));
         let scope = Arc::new(RunScope {
             run_id: emitter.run_id().to_owned(),
             blueprint: blueprint.name.clone(),

@@ -43,10 +43,7 @@ pub struct Budget {
     pub requests: Option<u64>,
     /// The most wall-clock time from the run's start (humantime: `30m`, `2h`); no
     /// model request is admitted after it.
-    #[serde(
-        skip_serializing_if = "Option::is_none",
-        with = "optional_duration"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none", with = "optional_duration")]
     pub wall: Option<Duration>,
 }
 
@@ -344,7 +341,10 @@ mod tests {
         std::thread::sleep(Duration::from_millis(40));
         let over = meter.admit().unwrap_err();
         assert_eq!(over.budget, BudgetKind::Wall);
-        assert!(over.to_string().starts_with("budget exceeded: wall "), "{over}");
+        assert!(
+            over.to_string().starts_with("budget exceeded: wall "),
+            "{over}"
+        );
     }
 
     #[test]
@@ -375,8 +375,10 @@ mod tests {
         meter.report(&emitter, None).unwrap();
         assert!(sink.0.lock().unwrap().is_empty(), "nothing spent yet");
         assert!(meter.admit().is_err());
-        meter.clone().report(&emitter, Some("work")).unwrap();
+        let clone = meter.clone();
+        clone.report(&emitter, Some("work")).unwrap();
         meter.report(&emitter, Some("work")).unwrap();
+        assert_eq!(clone.exceeded(), meter.exceeded());
         let events = sink.0.lock().unwrap().clone();
         assert_eq!(events.len(), 1);
         let line = events[0].to_json_line();

@@ -121,8 +121,18 @@ async fn run(requests: usize) -> Result<(), Box<dyn std::error::Error>> {
     let (g50, g95) = (percentile(&mut through, 50), percentile(&mut through, 95));
     println!("{requests} streamed requests each (interleaved), milliseconds:");
     println!("{:<28} {:>8} {:>8}", "", "p50", "p95");
-    println!("{:<28} {:>8.3} {:>8.3}", "direct to the fake model", ms(d50), ms(d95));
-    println!("{:<28} {:>8.3} {:>8.3}", "through the gateway", ms(g50), ms(g95));
+    println!(
+        "{:<28} {:>8.3} {:>8.3}",
+        "direct to the fake model",
+        ms(d50),
+        ms(d95)
+    );
+    println!(
+        "{:<28} {:>8.3} {:>8.3}",
+        "through the gateway",
+        ms(g50),
+        ms(g95)
+    );
     println!(
         "{:<28} {:>8.3} {:>8.3}",
         "added by the gateway",

@@ -152,8 +152,14 @@ async fn the_real_key_stays_on_the_host_and_the_agent_uses_the_gateway() {
                 agent_url.starts_with(&format!("http://{gateway_ip}:")),
                 "the agent's base_url is the gateway on its network: {agent_url}"
             );
-            assert!(env.iter().all(|(_, v)| !v.contains(&key)), "the key is in the agent's environment");
-            (Some(token), Some(var(env, "BOITATA_AGENT_SECRET").to_owned()))
+            assert!(
+                env.iter().all(|(_, v)| !v.contains(&key)),
+                "the key is in the agent's environment"
+            );
+            (
+                Some(token),
+                Some(var(env, "BOITATA_AGENT_SECRET").to_owned()),
+            )
         }
         None if std::env::var("CI").is_ok_and(|v| v == "true") => {
             panic!("CI=true: the test must be able to read the agent's environment from the host")
@@ -168,7 +174,10 @@ async fn the_real_key_stays_on_the_host_and_the_agent_uses_the_gateway() {
         assert!(!text.contains(&key), "the API key is in docker inspect");
         assert!(!text.contains("OPENAI_API_KEY"), "{text}");
         for s in &secrets {
-            assert!(!text.contains(s.as_str()), "a run secret is in docker inspect");
+            assert!(
+                !text.contains(s.as_str()),
+                "a run secret is in docker inspect"
+            );
         }
     }
     // Inside the sandbox, even as root: no process environment, no file holds the key.
@@ -184,8 +193,14 @@ async fn the_real_key_stays_on_the_host_and_the_agent_uses_the_gateway() {
     let environs = String::from_utf8_lossy(&environs.stdout);
     // (The agent itself is not dumpable, so even the sandbox's root, without
     // CAP_SYS_PTRACE, cannot read its environment; the other processes' it can.)
-    assert!(environs.contains("PATH="), "root reads the sandbox's environments: {environs}");
-    assert!(!environs.contains(&key), "the key is in a process environment in the sandbox");
+    assert!(
+        environs.contains("PATH="),
+        "root reads the sandbox's environments: {environs}"
+    );
+    assert!(
+        !environs.contains(&key),
+        "the key is in a process environment in the sandbox"
+    );
     // The sandbox's files, read from the host (the sandbox's root has no
     // CAP_DAC_OVERRIDE): every place a process there can write, and what the
     // container changed over its image.
@@ -216,7 +231,9 @@ async fn the_real_key_stays_on_the_host_and_the_agent_uses_the_gateway() {
         _ if std::env::var("CI").is_ok_and(|v| v == "true") => {
             panic!("CI=true: the test must be able to read the sandbox's files from the host")
         }
-        _ => eprintln!("note: cannot read the sandbox's files from the host (not root): not checked"),
+        _ => {
+            eprintln!("note: cannot read the sandbox's files from the host (not root): not checked")
+        }
     }
     // The sandbox's user cannot read the agent's launch environment.
     let from_inside = docker(&[
@@ -238,7 +255,12 @@ async fn the_real_key_stays_on_the_host_and_the_agent_uses_the_gateway() {
     let status = tokio::task::block_in_place(|| child.wait()).unwrap();
     let events = seen;
     let _scope = assert_torn_down(&events);
-    assert_eq!(status.code(), Some(0), "stderr: {}\n{events:#?}", home.stderr());
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "stderr: {}\n{events:#?}",
+        home.stderr()
+    );
     let EventPayload::RunFinished { status, .. } = &events.last().unwrap().payload else {
         panic!()
     };
@@ -266,7 +288,11 @@ async fn the_real_key_stays_on_the_host_and_the_agent_uses_the_gateway() {
             _ => None,
         })
         .collect();
-    assert_eq!(usage, vec![(300, 20), (10, 5)], "one usage event per request, none from the agent");
+    assert_eq!(
+        usage,
+        vec![(300, 20), (10, 5)],
+        "one usage event per request, none from the agent"
+    );
     // The agent's command saw no secret: not in its environment, not in /proc.
     let probe = events
         .iter()

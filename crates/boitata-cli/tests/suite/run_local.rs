@@ -536,7 +536,14 @@ fn a_config_budget_stops_the_in_process_agent_with_the_event_and_exit_1() {
 
     // Without the budget the same script runs to its end.
     let free = boitata(data.path())
-        .args(["run", "x", "--json", "--provider", "scripted", "--workspace"])
+        .args([
+            "run",
+            "x",
+            "--json",
+            "--provider",
+            "scripted",
+            "--workspace",
+        ])
         .arg(repo.path())
         .arg("--script")
         .arg(&script)

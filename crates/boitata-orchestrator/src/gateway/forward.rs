@@ -80,7 +80,11 @@ async fn serve(
     }
     let node = grant.node();
     if let Err(exceeded) = grant.run.budget.admit() {
-        grant.run.budget.report(&grant.run.emitter, node.as_deref()).ok();
+        grant
+            .run
+            .budget
+            .report(&grant.run.emitter, node.as_deref())
+            .ok();
         return refusal(
             api,
             StatusCode::PAYMENT_REQUIRED,
@@ -203,7 +207,9 @@ async fn serve(
         }
     };
     charge(&grant, node.as_deref(), Usage::from_json(api, &bytes));
-    response.body(Body::from(bytes)).unwrap_or_else(|_| internal())
+    response
+        .body(Body::from(bytes))
+        .unwrap_or_else(|_| internal())
 }
 
 /// Records one answer's usage: the `usage` event, then the budget.

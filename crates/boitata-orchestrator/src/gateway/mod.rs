@@ -437,7 +437,10 @@ impl ModelGateway {
     }
 
     fn write_grants(&self) -> std::sync::RwLockWriteGuard<'_, Vec<Arc<Grant>>> {
-        self.shared.grants.write().unwrap_or_else(|p| p.into_inner())
+        self.shared
+            .grants
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
     }
 
     fn lock_listeners(&self) -> std::sync::MutexGuard<'_, HashMap<IpAddr, Listener>> {

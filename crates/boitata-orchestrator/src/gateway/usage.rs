@@ -228,7 +228,9 @@ mod tests {
         usage.feed(b"data: ");
         usage.feed(&vec![b'x'; MAX_LINE_BYTES + 10]);
         assert!(usage.line.is_empty());
-        usage.feed(b"xx\ndata: {\"choices\":[],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":2}}\n");
+        usage.feed(
+            b"xx\ndata: {\"choices\":[],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":2}}\n",
+        );
         assert_eq!(
             usage.total(),
             Some(Usage {

@@ -553,7 +553,10 @@ impl Relay {
             return;
         }
         if let Some((input, output)) = usage {
-            let spent = self.budget.admit().and_then(|()| self.budget.charge(input, output));
+            let spent = self
+                .budget
+                .admit()
+                .and_then(|()| self.budget.charge(input, output));
             if spent.is_err() {
                 if let Err(e) = self.budget.report(&self.emitter, Some(&self.node)) {
                     self.failure = Some(e);
@@ -739,12 +742,18 @@ mod tests {
         assert!(!text.contains("server-token"), "{text}");
         assert!(!text.contains("/home/me"), "{text}");
         assert!(!text.contains("127.0.0.1:9"), "{text}");
-        assert!(!text.contains("bgw-"), "the token is in the environment only: {text}");
+        assert!(
+            !text.contains("bgw-"),
+            "the token is in the environment only: {text}"
+        );
         assert!(text.contains("http://172.17.0.1:4567/v1"), "{text}");
         let back: Config = toml::from_str(&text).unwrap();
         assert_eq!(back.agent, config.agent);
         assert_eq!(back.tools, config.tools);
-        assert!(back.budget.is_unlimited(), "the orchestrator enforces the budget");
+        assert!(
+            back.budget.is_unlimited(),
+            "the orchestrator enforces the budget"
+        );
     }
 
     #[test]

@@ -118,11 +118,13 @@ impl SandboxNodes {
         let gateway = gateway.clone();
         let run_id = ctx.run_id().to_owned();
         let revoked = token.clone();
-        ctx.teardown()
-            .defer(format!("revoke the model gateway token of run {run_id}"), async move {
+        ctx.teardown().defer(
+            format!("revoke the model gateway token of run {run_id}"),
+            async move {
                 gateway.revoke(&revoked);
                 this.lock_gateway_tokens().remove(&run_id);
-            });
+            },
+        );
         Ok(token)
     }
 }

@@ -16,10 +16,11 @@ use boitata_orchestrator::nodes::agent_sandbox::AgentSandbox;
 use boitata_orchestrator::{DockerBackend, SandboxNodes};
 use boitata_test_support::docker::{self, docker_ok, Daemon, RunScope};
 use boitata_test_support::events::Recorder;
-use boitata_test_support::openai::{done, finish_chunk, openai_sse, text_reply, tool_call_chunk, usage_chunk};
+use boitata_test_support::openai::{
+    done, finish_chunk, openai_sse, text_reply, tool_call_chunk, usage_chunk,
+};
 use boitata_test_support::FakeModel;
 use tokio_util::sync::CancellationToken;
-
 
 /// One run of a blueprint with the scripted provider replaying `script`.
 struct AgentRun {
@@ -397,7 +398,12 @@ edges:
 }
 
 /// A model answer calling `execute_command` with `command`, reporting usage.
-fn command_call(id: &str, command: &str, input_tokens: u64, output_tokens: u64) -> wiremock::ResponseTemplate {
+fn command_call(
+    id: &str,
+    command: &str,
+    input_tokens: u64,
+    output_tokens: u64,
+) -> wiremock::ResponseTemplate {
     let arguments = serde_json::json!({ "command": command }).to_string();
     openai_sse(vec![
         tool_call_chunk(0, Some(id), Some("execute_command"), &arguments),
@@ -506,7 +512,8 @@ async fn a_run_under_its_budget_is_unaffected_and_its_gateway_token_dies_with_it
             config.provider.kind = ProviderKind::Openai;
             config.provider.model = Some("gpt-test".into());
             config.provider.base_url = Some(base_url);
-            let env = BTreeMap::from([("OPENAI_API_KEY".to_owned(), "sk-kept-test-key".to_owned())]);
+            let env =
+                BTreeMap::from([("OPENAI_API_KEY".to_owned(), "sk-kept-test-key".to_owned())]);
             run.run_with(BUDGETED, config, env).await
         }
     });
@@ -563,6 +570,10 @@ async fn a_run_under_its_budget_is_unaffected_and_its_gateway_token_dies_with_it
         .send()
         .await
         .unwrap();
-    assert_eq!(answer.status(), 401, "the run's token is revoked when it ends");
+    assert_eq!(
+        answer.status(),
+        401,
+        "the run's token is revoked when it ends"
+    );
     assert_eq!(model.requests().await.len(), 2);
 }

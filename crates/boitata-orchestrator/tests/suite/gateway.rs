@@ -10,9 +10,7 @@ use boitata_core::provider::anthropic::Anthropic;
 use boitata_core::provider::openai::OpenAi;
 use boitata_core::provider::{HttpOptions, Message, ModelRequest, ProviderError, RetryPolicy};
 use boitata_core::{Emitter, EventPayload, Redactor};
-use boitata_orchestrator::gateway::{
-    GatewayError, ModelGateway, RunGrant, Upstream, UpstreamApi,
-};
+use boitata_orchestrator::gateway::{GatewayError, ModelGateway, RunGrant, Upstream, UpstreamApi};
 use boitata_test_support::events::Recorder;
 use boitata_test_support::openai::{finish_chunk, openai_sse, text_chunk, usage_chunk};
 use boitata_test_support::{anthropic, openai, stream_events, FakeModel};
@@ -116,7 +114,11 @@ async fn openai_requests_go_through_with_the_real_key_and_the_gateway_counts_usa
             _ => None,
         })
         .collect();
-    assert_eq!(usage, vec![(12, 5)], "one usage event, from the provider's answer");
+    assert_eq!(
+        usage,
+        vec![(12, 5)],
+        "one usage event, from the provider's answer"
+    );
     assert_eq!(granted.budget.tokens_used(), 17);
     assert_eq!(granted.budget.requests_used(), 1);
 }
@@ -170,7 +172,11 @@ async fn a_spent_token_budget_refuses_the_next_request_with_402_and_one_event() 
         }
         other => panic!("expected HTTP 402, got {other:?}"),
     }
-    assert_eq!(model.requests().await.len(), 1, "the refused request never left");
+    assert_eq!(
+        model.requests().await.len(),
+        1,
+        "the refused request never left"
+    );
     let over: Vec<String> = granted
         .recorder
         .events()
