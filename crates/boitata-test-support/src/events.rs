@@ -23,3 +23,28 @@ impl EventSink for Recorder {
         Ok(())
     }
 }
+
+/// The `(input_tokens, output_tokens)` of every `usage` event, in order.
+pub fn usage(events: &[Event]) -> Vec<(u64, u64)> {
+    events
+        .iter()
+        .filter_map(|e| match e.payload {
+            boitata_core::EventPayload::Usage {
+                input_tokens,
+                output_tokens,
+            } => Some((input_tokens, output_tokens)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The message of every `budget_exceeded` event, in order.
+pub fn budget_exceeded(events: &[Event]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| match &e.payload {
+            boitata_core::EventPayload::BudgetExceeded { message, .. } => Some(message.clone()),
+            _ => None,
+        })
+        .collect()
+}

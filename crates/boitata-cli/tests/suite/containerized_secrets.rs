@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use boitata_core::{Event, EventPayload, RunStatus};
 use boitata_test_support::docker::{docker, docker_ok, repo_root, AGENT_IMAGE};
+use boitata_test_support::events::usage;
 use boitata_test_support::openai::{
     done, finish_chunk, openai_sse, text_reply, tool_call_chunk, usage_chunk,
 };
@@ -278,18 +279,8 @@ async fn the_real_key_stays_on_the_host_and_the_agent_uses_the_gateway() {
         assert_eq!(auth, format!("Bearer {key}"));
     }
     // The gateway counted usage from the provider's answers: 300+20, then 10+5.
-    let usage: Vec<(u64, u64)> = events
-        .iter()
-        .filter_map(|e| match e.payload {
-            EventPayload::Usage {
-                input_tokens,
-                output_tokens,
-            } => Some((input_tokens, output_tokens)),
-            _ => None,
-        })
-        .collect();
     assert_eq!(
-        usage,
+        usage(&events),
         vec![(300, 20), (10, 5)],
         "one usage event per request, none from the agent"
     );

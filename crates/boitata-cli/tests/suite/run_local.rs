@@ -507,10 +507,7 @@ fn a_config_budget_stops_the_in_process_agent_with_the_event_and_exit_1() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let events: Vec<Event> = String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let events = super::sandbox_support::events(&output.stdout);
     let tool_calls = events
         .iter()
         .filter(|e| e.payload.kind() == "tool_call")

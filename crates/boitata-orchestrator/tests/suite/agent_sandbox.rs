@@ -15,7 +15,7 @@ use boitata_core::{Emitter, Event, EventPayload, Redactor, RunStatus};
 use boitata_orchestrator::nodes::agent_sandbox::AgentSandbox;
 use boitata_orchestrator::{DockerBackend, SandboxNodes};
 use boitata_test_support::docker::{self, docker_ok, Daemon, RunScope};
-use boitata_test_support::events::Recorder;
+use boitata_test_support::events::{budget_exceeded, usage, Recorder};
 use boitata_test_support::openai::{
     done, finish_chunk, openai_sse, text_reply, tool_call_chunk, usage_chunk,
 };
@@ -413,29 +413,6 @@ fn command_call(
     ])
 }
 
-fn budget_events(events: &[Event]) -> Vec<String> {
-    events
-        .iter()
-        .filter_map(|e| match &e.payload {
-            EventPayload::BudgetExceeded { message, .. } => Some(message.clone()),
-            _ => None,
-        })
-        .collect()
-}
-
-fn usage_events(events: &[Event]) -> Vec<(u64, u64)> {
-    events
-        .iter()
-        .filter_map(|e| match e.payload {
-            EventPayload::Usage {
-                input_tokens,
-                output_tokens,
-            } => Some((input_tokens, output_tokens)),
-            _ => None,
-        })
-        .collect()
-}
-
 const BUDGETED: &str = r#"name: budgeted
 entry: box
 budget: { tokens: 120 }
@@ -469,12 +446,12 @@ async fn a_model_that_never_stops_calling_tools_fails_the_run_at_the_token_budge
     );
     let events = run.events();
     assert_eq!(
-        budget_events(&events),
+        budget_exceeded(&events),
         vec!["budget exceeded: tokens 150 > 120".to_owned()],
         "one budget_exceeded event"
     );
     assert_eq!(
-        usage_events(&events),
+        usage(&events),
         vec![(40, 10); 3],
         "usage from the gateway only, one per answered request"
     );
@@ -551,8 +528,8 @@ async fn a_run_under_its_budget_is_unaffected_and_its_gateway_token_dies_with_it
     assert_eq!(report.status, RunStatus::Succeeded, "{:#?}", run.events());
     assert_eq!(report.outputs["work"], "all done");
     let events = run.events();
-    assert!(budget_events(&events).is_empty());
-    assert_eq!(usage_events(&events), vec![(40, 10), (10, 5)]);
+    assert!(budget_exceeded(&events).is_empty());
+    assert_eq!(usage(&events), vec![(40, 10), (10, 5)]);
     run.assert_torn_down();
 
     let Some(token) = token else {

@@ -9,9 +9,9 @@ use boitata_core::budget::{Budget, BudgetMeter};
 use boitata_core::provider::anthropic::Anthropic;
 use boitata_core::provider::openai::OpenAi;
 use boitata_core::provider::{HttpOptions, Message, ModelRequest, ProviderError, RetryPolicy};
-use boitata_core::{Emitter, EventPayload, Redactor};
+use boitata_core::{Emitter, Redactor};
 use boitata_orchestrator::gateway::{GatewayError, ModelGateway, RunGrant, Upstream, UpstreamApi};
-use boitata_test_support::events::Recorder;
+use boitata_test_support::events::{budget_exceeded, usage, Recorder};
 use boitata_test_support::openai::{finish_chunk, openai_sse, text_chunk, usage_chunk};
 use boitata_test_support::{anthropic, openai, stream_events, FakeModel};
 
@@ -102,20 +102,8 @@ async fn openai_requests_go_through_with_the_real_key_and_the_gateway_counts_usa
     assert_eq!(body["stream_options"]["include_usage"], true, "{body}");
     assert_eq!(body["model"], "gpt-test");
 
-    let usage: Vec<(u64, u64)> = granted
-        .recorder
-        .events()
-        .iter()
-        .filter_map(|e| match e.payload {
-            EventPayload::Usage {
-                input_tokens,
-                output_tokens,
-            } => Some((input_tokens, output_tokens)),
-            _ => None,
-        })
-        .collect();
     assert_eq!(
-        usage,
+        usage(&granted.recorder.events()),
         vec![(12, 5)],
         "one usage event, from the provider's answer"
     );
@@ -177,16 +165,10 @@ async fn a_spent_token_budget_refuses_the_next_request_with_402_and_one_event() 
         1,
         "the refused request never left"
     );
-    let over: Vec<String> = granted
-        .recorder
-        .events()
-        .iter()
-        .filter_map(|e| match &e.payload {
-            EventPayload::BudgetExceeded { message, .. } => Some(message.clone()),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(over, vec!["budget exceeded: tokens 110 > 100".to_owned()]);
+    assert_eq!(
+        budget_exceeded(&granted.recorder.events()),
+        vec!["budget exceeded: tokens 110 > 100".to_owned()]
+    );
 }
 
 #[tokio::test]
