@@ -259,13 +259,6 @@ impl NodeHandler for AgentSandbox {
         ctx.emitter().add_secrets([secret.clone()]);
 
         let backend = self.nodes.backend().clone();
-        // The agent reaches the model through the run's gateway grant, never with the key.
-        let access = cancellable(
-            ctx,
-            self.nodes
-                .model_access(ctx, &sandbox, &config, api_key.map(|(_, key)| key)),
-        )
-        .await??;
         let addr = cancellable(ctx, backend.endpoint(&sandbox, port))
             .await?
             .map_err(|source| match source {
@@ -278,6 +271,14 @@ impl NodeHandler for AgentSandbox {
                 }
                 other => sandbox_failed("cannot find the agent's address", other),
             })?;
+
+        // The agent reaches the model through the run's gateway grant, never with the key.
+        let access = cancellable(
+            ctx,
+            self.nodes
+                .model_access(ctx, &sandbox, &config, api_key.map(|(_, key)| key)),
+        )
+        .await??;
 
         let agent = match cancellable(ctx, AgentProcess::prepare(backend, sandbox.clone())).await? {
             Ok(agent) => agent,
