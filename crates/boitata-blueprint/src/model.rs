@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
+use boitata_core::budget::Budget;
 use serde::{Deserialize, Serialize};
 
 /// The node id that ends the walk when an edge leads to it.
@@ -37,6 +38,9 @@ pub struct Blueprint {
     pub params: BTreeMap<String, Param>,
     /// The most nodes one run may execute, counting repeats (default 100).
     pub max_steps: u32,
+    /// What one run may spend on the model (`budget: { tokens, requests, wall }`);
+    /// `None`: the config's `[budget]` applies.
+    pub budget: Option<Budget>,
     /// The nodes, in file order.
     pub nodes: Vec<Node>,
     /// The edges, in file order (the order they are tried in).

@@ -30,6 +30,7 @@ use crate::model::{
 use crate::suggest::did_you_mean;
 use crate::template::{self, Piece, Reference};
 use crate::yaml::{self, DeError, Key, Mapping, Span, Value, Yaml};
+use boitata_core::budget::Budget;
 
 /// A blueprint that passed validation, and the warnings it raised.
 #[derive(Debug, Clone)]
@@ -47,6 +48,7 @@ pub const BLUEPRINT_FIELDS: &[&str] = &[
     "entry",
     "params",
     "max_steps",
+    "budget",
     "nodes",
     "edges",
 ];
@@ -235,6 +237,7 @@ impl Checker<'_> {
                 "max_steps must be at least 1 (the default is 100)",
             );
         }
+        let budget = self.budget(top.get("budget"));
         let params = self.params(top.get("params"));
         // The param names as written, even when some params have problems; `None`
         // when `params` is not a mapping, so `{params.NAME}` cannot be checked.
@@ -261,6 +264,7 @@ impl Checker<'_> {
             entry: entry?,
             params: params?,
             max_steps: max_steps.unwrap_or(DEFAULT_MAX_STEPS),
+            budget: budget?,
             nodes,
             edges: edges?,
         })
@@ -334,6 +338,32 @@ impl Checker<'_> {
     }
 
     /// Reads a typed value, reporting a located error if it does not fit.
+    /// `budget: { tokens, requests, wall }`: each limit optional, none zero.
+    fn budget(&mut self, value: Option<&Yaml>) -> Option<Option<Budget>> {
+        let budget = self.typed::<Option<Budget>>(value, "budget: ", "the blueprint")?;
+        if let (Some(budget), Some(Value::Map(fields))) = (&budget, value.map(|v| &v.value)) {
+            let zero = [
+                ("tokens", budget.tokens == Some(0)),
+                ("requests", budget.requests == Some(0)),
+                ("wall", budget.wall.is_some_and(|w| w.is_zero())),
+            ];
+            for (field, is_zero) in zero {
+                if is_zero {
+                    let span = fields.get(field).and_then(|v| v.span);
+                    self.out.error(
+                        span,
+                        "zero",
+                        format!(
+                            "budget.{field} is zero, so no model request could ever be made: \
+                             set a limit above zero, or leave {field} out for none"
+                        ),
+                    );
+                }
+            }
+        }
+        Some(budget)
+    }
+
     fn typed<T: for<'de> Deserialize<'de> + Default>(
         &mut self,
         value: Option<&Yaml>,

@@ -244,6 +244,10 @@ impl Renderer {
                 let mark = if *allowed { "egress" } else { "egress denied" };
                 self.line(&format!("  {mark} {host}:{port} ({reason})"));
             }
+            EventPayload::BudgetExceeded { message, .. } => {
+                self.flush_output(|_| true);
+                self.line(&format!("  ✗ {message}"));
+            }
             EventPayload::RunFinished { status, error } => {
                 self.flush_output(|_| true);
                 let secs = started

@@ -174,6 +174,18 @@ pub enum EventPayload {
         #[serde(default)]
         bytes_down: u64,
     },
+    /// A budget of the run was spent ([`crate::budget`]): no further model request is
+    /// admitted and the run fails. Emitted once per run.
+    BudgetExceeded {
+        /// Which limit: `tokens`, `requests` or `wall`.
+        budget: crate::budget::BudgetKind,
+        /// What was used: tokens, requests, or whole seconds of wall time.
+        used: u64,
+        /// The limit, in the same unit.
+        limit: u64,
+        /// The message the run fails with (`budget exceeded: tokens 120034 > 120000`).
+        message: String,
+    },
     /// The run ended.
     RunFinished {
         /// How it ended.
@@ -200,6 +212,7 @@ impl EventPayload {
             EventPayload::Usage { .. } => "usage",
             EventPayload::Note { .. } => "note",
             EventPayload::Egress { .. } => "egress",
+            EventPayload::BudgetExceeded { .. } => "budget_exceeded",
             EventPayload::RunFinished { .. } => "run_finished",
         }
     }

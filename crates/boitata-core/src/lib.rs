@@ -6,6 +6,7 @@
 //! - [`provider`]: model APIs (`openai`, `anthropic`, `scripted`) behind one trait;
 //! - [`tool`] and [`workspace`]: the agent's tools, confined beneath a workspace root;
 //! - [`agent`]: the agent loop (turns, tool calls, `max_turns`, cancellation);
+//! - [`budget`]: what a run may spend on the model, and the meter that decides;
 //! - [`config`] and [`runtime`]: settings, and the one place that builds a provider and
 //!   tools from them (used by the CLI, the server and the in-sandbox agent);
 //! - [`store`]: the SQLite run store (runs and their events, append-only).
@@ -14,6 +15,7 @@
 //! ACP (`boitata-acp`) or any binary.
 
 pub mod agent;
+pub mod budget;
 pub mod config;
 pub mod event;
 pub mod process;

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::agent::{Agent, AgentSettings, DEFAULT_SYSTEM_PROMPT};
+use crate::budget::BudgetMeter;
 use crate::config::{Config, EnvSource};
 use crate::provider::{self, Provider, ProviderError};
 use crate::redact::Redactor;
@@ -97,7 +98,9 @@ impl Runtime {
         &self.command_env
     }
 
-    /// An agent with every standard tool and the configured limits.
+    /// An agent with every standard tool and the configured limits, charging a fresh
+    /// meter of the config's `[budget]` (a blueprint node replaces it with its run's,
+    /// [`Agent::with_budget`]).
     pub fn agent(&self) -> Agent {
         let settings = AgentSettings {
             max_turns: self.config.agent.max_turns,
@@ -118,5 +121,6 @@ impl Runtime {
             settings,
             self.command_env.clone(),
         )
+        .with_budget(BudgetMeter::new(self.config.budget))
     }
 }

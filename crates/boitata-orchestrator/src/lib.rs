@@ -16,6 +16,9 @@
 //!   host rules that keep its sandboxes off the host's services;
 //! - [`egress`]: [`EgressProxy`](egress::EgressProxy), the only way out of a run
 //!   network, where a node's egress policy allows;
+//! - [`gateway`]: the [`ModelGateway`], which serves the provider's API to agents in
+//!   sandboxes with a per-run token and forwards with the real key, counting usage
+//!   and enforcing the run's budget;
 //! - [`reaper`]: [`gc`](reaper::gc), which removes sandboxes whose run is gone;
 //! - [`archive`]: the tar archives that carry files into a sandbox.
 //!
@@ -46,12 +49,14 @@
 pub mod archive;
 pub mod egress;
 pub mod network;
+pub mod gateway;
 pub mod nodes;
 pub mod process;
 pub mod reaper;
 pub mod sandbox;
 pub mod tracking;
 
+pub use gateway::ModelGateway;
 pub use nodes::{needs_sandbox, SandboxNodes, DEFAULT_AGENT_PORT};
 pub use sandbox::docker::DockerBackend;
 pub use sandbox::{

@@ -571,3 +571,45 @@ fn a_string_field_given_a_number_quotes_it_as_written_in_one_error() {
         assert!(errors[0].contains("field \"image\""), "{errors:#?}");
     }
 }
+
+#[test]
+fn a_budget_is_read_into_the_model() {
+    let yaml = r#"name: budgeted
+entry: a
+budget: { tokens: 120000, requests: 40, wall: 30m }
+nodes:
+  a: { type: agent, prompt: hi }
+edges: []
+"#;
+    let blueprint = parse(yaml, "budgeted.yaml").unwrap().blueprint;
+    let budget = blueprint.budget.unwrap();
+    assert_eq!(budget.tokens, Some(120_000));
+    assert_eq!(budget.requests, Some(40));
+    assert_eq!(budget.wall, Some(std::time::Duration::from_secs(1800)));
+    let none = parse(
+        "name: free\nentry: a\nnodes:\n  a: { type: agent, prompt: hi }\n",
+        "free.yaml",
+    )
+    .unwrap();
+    assert!(none.blueprint.budget.is_none());
+}
+
+invalid!(
+    budget_fields_are_known_fields,
+    r#"name: budgets
+entry: a
+budget: { tokens: 5, dollars: 5 }
+nodes:
+  a: { type: agent, prompt: hi }
+"#
+);
+
+invalid!(
+    a_zero_budget_is_refused,
+    r#"name: budgets
+entry: a
+budget: { tokens: 0, wall: 0s }
+nodes:
+  a: { type: agent, prompt: hi }
+"#
+);

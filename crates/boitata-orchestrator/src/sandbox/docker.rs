@@ -575,6 +575,21 @@ impl Sandbox for DockerBackend {
         })
     }
 
+    async fn gateway_address(&self, id: &SandboxId) -> Result<IpAddr, SandboxError> {
+        let docker = self.client().await?;
+        let inspect = docker
+            .inspect_container(id.as_str(), None::<InspectContainerOptions>)
+            .await
+            .map_err(|e| self.container_error("inspect container", id, e))?;
+        inspect
+            .network_settings
+            .and_then(|n| n.networks)
+            .into_iter()
+            .flat_map(|networks| networks.into_values())
+            .find_map(|network| network.gateway?.parse::<IpAddr>().ok())
+            .ok_or_else(|| SandboxError::NoNetwork { id: id.to_string() })
+    }
+
     async fn upload(&self, id: &SandboxId, tar: Vec<u8>, dest: &str) -> Result<(), SandboxError> {
         if !dest.starts_with('/') {
             return Err(SandboxError::InvalidSpec {

@@ -598,6 +598,15 @@ pub enum SandboxError {
         /// The port inside the sandbox.
         port: u16,
     },
+    /// The sandbox is on no network with a gateway to the host.
+    #[error(
+        "sandbox {id} is on no network with a gateway to the host, so it cannot reach \
+         the model gateway: provision it with network: bridge"
+    )]
+    NoNetwork {
+        /// The sandbox.
+        id: String,
+    },
     /// The spec was refused before reaching the backend.
     #[error("invalid sandbox spec: {message}")]
     InvalidSpec {
@@ -694,6 +703,17 @@ pub trait Sandbox: Send + Sync {
     /// (or the sandbox has no network);
     /// [`SandboxError::NotFound`].
     async fn endpoint(&self, id: &SandboxId, port: u16) -> Result<SocketAddr, SandboxError>;
+
+    /// The host's address on the sandbox's network (the network's gateway): where a
+    /// service of the orchestrator on the host (the model gateway) is reachable from
+    /// inside the sandbox.
+    ///
+    /// # Errors
+    /// [`SandboxError::NoNetwork`] when the sandbox has no network with a gateway
+    /// (`network: none`); [`SandboxError::NotFound`]; [`SandboxError::Backend`].
+    async fn gateway_address(&self, id: &SandboxId) -> Result<IpAddr, SandboxError> {
+        Err(SandboxError::NoNetwork { id: id.to_string() })
+    }
 
     /// Unpacks the tar archive `tar` under the directory `dest` inside the sandbox,
     /// creating `dest` if needed.

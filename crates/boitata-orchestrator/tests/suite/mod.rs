@@ -6,6 +6,7 @@ mod blueprint_runs;
 mod docker_backend;
 mod egress_proxy;
 mod network;
+mod gateway;
 mod reaper;
 mod tracking;
 

@@ -495,7 +495,8 @@
       stepItems: new Map(), // node id -> { li, icon, visits }
       blocks: new Map(), // node id -> its latest block
       tools: new Map(), // call id -> { state, details }
-      usage: { input: 0, output: 0 },
+      usage: { input: 0, output: 0, requests: 0 },
+      budget: null, // the budget_exceeded message, once a budget is spent
       provider: null,
       queue: [],
       scheduled: false,
@@ -522,7 +523,8 @@
         [end ? "took" : "running for", fmtDuration((end || new Date()) - started)],
       ];
       if (state.provider) items.push(["model", state.provider]);
-      if (state.usage.input || state.usage.output) items.push(["tokens", `${state.usage.input} in · ${state.usage.output} out`]);
+      if (state.usage.input || state.usage.output) items.push(["tokens", `${state.usage.input} in · ${state.usage.output} out · ${state.usage.requests} model requests`]);
+      if (state.budget) items.push(["budget", state.budget]);
       const params = Object.entries(run.params || {});
       if (params.length) items.push(["params", params.map(([k, v]) => `${k}=${v}`).join(", ")]);
       facts.replaceChildren(...items.map(([k, v]) => h("span", {}, `${k} `, h("b", { class: k === "run" ? "mono" : null }, v))));
@@ -638,6 +640,15 @@
         case "usage": {
           state.usage.input += event.input_tokens || 0;
           state.usage.output += event.output_tokens || 0;
+          state.usage.requests += 1;
+          const b = blockFor(node);
+          note(b ? b.body : timeline, `model request: ${event.input_tokens || 0} tokens in · ${event.output_tokens || 0} out`);
+          break;
+        }
+        case "budget_exceeded": {
+          state.budget = event.message || `budget exceeded: ${event.budget} ${event.used} > ${event.limit}`;
+          const b = blockFor(node);
+          note(b ? b.body : timeline, h("b", { class: "budget-exceeded" }, `⛔ ${state.budget}`));
           break;
         }
         case "sandbox_provisioned": {
