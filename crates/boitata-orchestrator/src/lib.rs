@@ -48,8 +48,8 @@
 
 pub mod archive;
 pub mod egress;
-pub mod network;
 pub mod gateway;
+pub mod network;
 pub mod nodes;
 pub mod process;
 pub mod reaper;

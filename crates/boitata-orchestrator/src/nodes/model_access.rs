@@ -89,15 +89,13 @@ impl SandboxNodes {
                 })
             })?;
         let addr = gateway.serve_on(&token, ip).await.map_err(gateway_failed)?;
-        self.allow_gateway_port(ctx, addr)
-            .await
-            .map_err(|source| {
-                NodeError::other(ModelAccessError::Sandbox {
-                    node: node.clone(),
-                    sandbox: sandbox.short().to_owned(),
-                    source,
-                })
-            })?;
+        self.allow_gateway_port(ctx, addr).await.map_err(|source| {
+            NodeError::other(ModelAccessError::Sandbox {
+                node: node.clone(),
+                sandbox: sandbox.short().to_owned(),
+                source,
+            })
+        })?;
         Ok(Some(ModelAccess {
             base_url: api.base_url(addr),
             token,
@@ -153,4 +151,3 @@ impl SandboxNodes {
         Ok(token)
     }
 }
-

@@ -5,8 +5,8 @@ mod agent_sandbox;
 mod blueprint_runs;
 mod docker_backend;
 mod egress_proxy;
-mod network;
 mod gateway;
+mod network;
 mod reaper;
 mod tracking;
 
