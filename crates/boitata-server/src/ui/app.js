@@ -627,8 +627,13 @@
         case "tool_result": {
           const call = state.tools.get(event.call_id);
           if (!call) break;
-          call.stateEl.className = `tool-state ${event.ok ? "ok" : "err"}`;
-          call.stateEl.textContent = event.ok ? `✓ ${event.output.length} chars` : `✗ ${shown(firstLine(event.output, 60))}`;
+          // A command that ran but exited non-zero is a result (ok), marked like the CLI's `⚠ exit N`.
+          const exit = /\[exit code: (-?\d+)\]$/.exec(event.output);
+          const failedExit = event.ok && exit && exit[1] !== "0" ? exit[1] : null;
+          call.stateEl.className = `tool-state ${failedExit ? "warn" : event.ok ? "ok" : "err"}`;
+          call.stateEl.textContent = failedExit
+            ? `⚠ exit ${failedExit} (${event.output.length} chars)`
+            : event.ok ? `✓ ${event.output.length} chars` : `✗ ${shown(firstLine(event.output, 60))}`;
           call.details.append(h("div", { class: "label" }, event.ok ? "result" : "error"), h("pre", {}, event.output));
           break;
         }
