@@ -261,7 +261,13 @@ fn after_a_sigkill_mid_run_sandbox_gc_leaves_none() {
         "would remove {}",
         &ours[0]["id"].as_str().unwrap()[..12]
     )));
+    let dry_text = String::from_utf8_lossy(&dry.stdout);
+    assert!(
+        dry_text.contains(&format!("would remove network {network} (run {run_id})")),
+        "{dry_text}"
+    );
     assert_eq!(scope.containers().len(), 1, "a dry run removes nothing");
+    assert_eq!(scope.networks().len(), 1, "a dry run removes no network");
 
     let gc = home.boitata().args(["sandbox", "gc"]).output().unwrap();
     assert_eq!(
