@@ -1287,7 +1287,9 @@ fn egress_problems(p: &ProvisionSpec) -> Vec<(&'static str, String)> {
         }
     }
     let network = p.network.as_deref().map(str::trim).unwrap_or("run");
-    if egress.is_some_and(|mode| mode != "none") && (network == "none" || network == "bridge") {
+    // Any mode, `none` too: the provision node refuses every egress field off the run
+    // network, and validation must not pass what the run then refuses.
+    if egress.is_some() && (network == "none" || network == "bridge") {
         problems.push((
             "egress",
             format!(

@@ -526,6 +526,30 @@ edges:
     }
 }
 
+/// `egress: none` off the run network was valid here and refused by the provision
+/// node at run time (a run started from a blueprint that `validate` passed, then
+/// failed): both now say the same.
+#[test]
+fn egress_none_off_the_run_network_is_refused_before_the_run() {
+    for network in ["bridge", "none"] {
+        let yaml = format!(
+            "name: n\nentry: box\nnodes:\n  box: {{ type: provision, image: img, network: {network}, egress: none }}\n"
+        );
+        let diagnostics = match parse(&yaml, "blueprint.yaml") {
+            Ok(_) => panic!("network: {network} with egress: none was accepted"),
+            Err(d) => d,
+        };
+        let errors: Vec<String> = diagnostics.errors().map(|p| p.one_line()).collect();
+        assert_eq!(errors.len(), 1, "{errors:#?}");
+        assert!(
+            errors[0].contains(&format!(
+                "egress applies to the run's own network, not to network {network}"
+            )),
+            "{errors:#?}"
+        );
+    }
+}
+
 #[test]
 fn the_smallest_allowed_provision_settings_are_valid() {
     let yaml = r#"name: small

@@ -24,8 +24,9 @@ pub use proxy::EgressProxy;
 /// What a sandbox may reach through the proxy: `allow` rules, or everything with
 /// `allow_all`.
 ///
-/// Names are resolved by the proxy. A name that resolves to an address of the host or
-/// of a private network (loopback, RFC 1918, link-local, CGNAT, unique-local,
+/// Names are resolved by the proxy. A name that resolves to an address of the host (any
+/// of its interfaces') or of a network that is not the public internet (loopback,
+/// RFC 1918, link-local, CGNAT, unique-local, documentation, reserved, multicast,
 /// unspecified) is refused unless an address or network rule names that address, even
 /// with `allow_all`: a public name must not lead back into the host.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -162,27 +163,64 @@ fn not_allowed(host: &str, port: u16) -> String {
 }
 
 /// Whether `ip` is the host's or a private network's (never reached by a name rule or
-/// `allow_all`).
+/// `allow_all`): an address of one of this machine's interfaces (a public one too:
+/// services listening on `0.0.0.0` answer there), or one of the ranges that are not
+/// the public internet.
 fn is_internal(ip: IpAddr) -> bool {
+    is_special(ip) || is_host_address(ip)
+}
+
+/// Whether `ip` is one of this machine's own addresses: it can be bound here.
+fn is_host_address(ip: IpAddr) -> bool {
+    std::net::UdpSocket::bind(SocketAddr::new(ip, 0)).is_ok()
+}
+
+/// Whether `ip` is in a range that is not the public internet: loopback, unspecified
+/// and "this network" (`0.0.0.0/8`), RFC 1918, link-local, CGNAT, the IETF and
+/// documentation ranges, benchmarking, reserved, broadcast, multicast; for IPv6 the
+/// same plus unique-local, and any IPv6 form that carries an IPv4 address (mapped,
+/// compatible, NAT64, 6to4) judged by that address.
+fn is_special(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => {
-            let [a, b, ..] = v4.octets();
-            v4.is_loopback()
-                || v4.is_unspecified()
+            let [a, b, c, _] = v4.octets();
+            a == 0
+                || v4.is_loopback()
                 || v4.is_private()
                 || v4.is_link_local()
                 || v4.is_broadcast()
+                || v4.is_multicast()
+                || a >= 240
                 || (a == 100 && (64..128).contains(&b))
+                || (a == 192 && b == 0 && (c == 0 || c == 2))
+                || (a == 198 && (b == 18 || b == 19))
+                || (a == 198 && b == 51 && c == 100)
+                || (a == 203 && b == 0 && c == 113)
         }
         IpAddr::V6(v6) => {
-            if let Some(v4) = v6.to_ipv4_mapped() {
-                return is_internal(IpAddr::V4(v4));
+            let segments = v6.segments();
+            let first = segments[0];
+            if v6.is_loopback() || v6.is_unspecified() {
+                return true;
             }
-            let first = v6.segments()[0];
-            v6.is_loopback()
-                || v6.is_unspecified()
-                || (first & 0xfe00) == 0xfc00
+            // Mapped (::ffff:a.b.c.d) and compatible (::a.b.c.d).
+            if let Some(v4) = v6.to_ipv4() {
+                return is_special(IpAddr::V4(v4));
+            }
+            // NAT64 (64:ff9b::a.b.c.d).
+            if segments[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
+                let [.., a, b, c, d] = v6.octets();
+                return is_special(IpAddr::V4(std::net::Ipv4Addr::new(a, b, c, d)));
+            }
+            // 6to4 (2002:a.b.c.d::).
+            if first == 0x2002 {
+                let [_, _, a, b, c, d, ..] = v6.octets();
+                return is_special(IpAddr::V4(std::net::Ipv4Addr::new(a, b, c, d)));
+            }
+            (first & 0xfe00) == 0xfc00
                 || (first & 0xffc0) == 0xfe80
+                || (first & 0xff00) == 0xff00
+                || (first == 0x2001 && segments[1] == 0x0db8)
         }
     }
 }
@@ -231,6 +269,52 @@ mod tests {
         assert!(explicit.decide("localhost", 8080).await.allowed());
         assert!(!policy(&["example.org"], false)
             .decide("localhost", 80)
+            .await
+            .allowed());
+    }
+
+    /// `allow_all` opens the public internet, not this machine: its own addresses (a
+    /// public one answers for every service on `0.0.0.0`) and the ranges that are not
+    /// the internet stay closed, whatever form the address is written in.
+    #[tokio::test]
+    async fn allow_all_reaches_neither_the_hosts_own_addresses_nor_special_ranges() {
+        let open = policy(&["*"], true);
+        // This machine's address on its default route, if it has one.
+        let probe = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+        match probe
+            .connect("198.51.100.1:9")
+            .and_then(|()| probe.local_addr())
+        {
+            Ok(own) => {
+                assert!(is_host_address(own.ip()), "{own}");
+                let refused = open.decide(&own.ip().to_string(), 8080).await;
+                assert!(!refused.allowed(), "{own}: {}", refused.reason);
+                assert!(
+                    refused.reason.contains("this machine"),
+                    "{}",
+                    refused.reason
+                );
+            }
+            Err(e) => eprintln!("no default route here ({e}): the own-address case is not run"),
+        }
+        for host in [
+            "192.0.2.2",
+            "198.18.0.1",
+            "0.1.2.3",
+            "240.0.0.1",
+            "224.0.0.1",
+            "[::127.0.0.1]",
+            "[64:ff9b::7f00:1]",
+            "[2002:7f00:1::]",
+            "[2001:db8::1]",
+            "[ff02::1]",
+        ] {
+            let refused = open.decide(host, 80).await;
+            assert!(!refused.allowed(), "{host}: {}", refused.reason);
+        }
+        assert!(!is_host_address("93.184.215.14".parse().unwrap()));
+        assert!(open
+            .decide("[2606:2800:21f:cb07:6820:80da:af6b:8b2c]", 443)
             .await
             .allowed());
     }

@@ -21,6 +21,10 @@ const DEFAULT_ANTHROPIC_VERSION: &str = "2023-06-01";
 /// Request headers passed through to Anthropic as they are.
 const ANTHROPIC_PASSTHROUGH: &[&str] = &["anthropic-version", "anthropic-beta"];
 
+/// The most of a provider's error answer the gateway passes on, in bytes (it is read
+/// whole to mask the run's secrets in it).
+const MAX_ERROR_BYTES: usize = 1 << 20;
+
 /// `POST /v1/chat/completions`: the OpenAI Chat Completions API.
 pub(super) async fn openai(
     State(gateway): State<ModelGateway>,
@@ -106,7 +110,15 @@ async fn serve(
     let streaming = request.get("stream").and_then(Value::as_bool) == Some(true);
     if api == UpstreamApi::OpenAi && streaming {
         // Ask for the usage chunk: the gateway counts from the provider's own report.
-        request["stream_options"]["include_usage"] = Value::Bool(true);
+        // Whatever `stream_options` the agent sent (an object or not: a value that is
+        // not one is the agent's mistake, and must not fail the gateway).
+        if let Some(object) = request.as_object_mut() {
+            let options = object.entry("stream_options").or_insert_with(|| json!({}));
+            if !options.is_object() {
+                *options = json!({});
+            }
+            options["include_usage"] = Value::Bool(true);
+        }
     }
     let body = match serde_json::to_vec(&request) {
         Ok(body) => body,
@@ -171,9 +183,14 @@ async fn serve(
         }
     }
     if !status.is_success() {
-        // The provider's own error, passed on as it is; nothing to charge.
-        let body = Body::from_stream(answer.bytes_stream());
-        return response.body(body).unwrap_or_else(|_| internal());
+        // The provider's own error, passed on with the run's secrets masked (a server
+        // may echo the key it was sent: "Incorrect API key provided: sk-…"); nothing
+        // to charge.
+        let body = error_body(answer).await;
+        let masked = grant.run.emitter.redactor().redact(&body);
+        return response
+            .body(Body::from(masked))
+            .unwrap_or_else(|_| internal());
     }
     let is_stream = answer
         .headers()
@@ -210,6 +227,36 @@ async fn serve(
     response
         .body(Body::from(bytes))
         .unwrap_or_else(|_| internal())
+}
+
+/// A provider's error answer as text, at most [`MAX_ERROR_BYTES`] of it (with a marker
+/// when cut); whatever arrived when the answer breaks off.
+async fn error_body(mut answer: reqwest::Response) -> String {
+    let mut body = Vec::new();
+    let mut cut = false;
+    loop {
+        match answer.chunk().await {
+            Ok(Some(chunk)) => {
+                let room = MAX_ERROR_BYTES - body.len();
+                if chunk.len() > room {
+                    body.extend_from_slice(&chunk[..room]);
+                    cut = true;
+                    break;
+                }
+                body.extend_from_slice(&chunk);
+            }
+            Ok(None) => break,
+            Err(e) => {
+                tracing::debug!("model gateway: the provider's error answer broke off: {e}");
+                break;
+            }
+        }
+    }
+    let mut text = String::from_utf8_lossy(&body).into_owned();
+    if cut {
+        text.push_str("\n[the model gateway cut this error answer at 1 MiB]");
+    }
+    text
 }
 
 /// Records one answer's usage: the `usage` event, then the budget.

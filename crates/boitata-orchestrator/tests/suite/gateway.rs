@@ -231,3 +231,68 @@ async fn the_listener_closes_with_its_last_lease() {
     }
     assert!(closed, "the listener on {addr} is still open");
 }
+
+/// A provider that echoes the key it was sent in its error (as OpenAI's "Incorrect API
+/// key provided: sk-…" does, and proxies in front of model servers do in full) must
+/// not hand the key to the sandbox through the gateway.
+#[tokio::test]
+async fn a_provider_error_that_echoes_the_key_reaches_the_agent_masked() {
+    let model = FakeModel::openai().await;
+    model
+        .push(
+            wiremock::ResponseTemplate::new(401).set_body_json(serde_json::json!({
+                "error": {
+                    "message": format!("Incorrect API key provided: {REAL_KEY}"),
+                    "type": "invalid_request_error",
+                }
+            })),
+        )
+        .await;
+    let granted = granted(&model, UpstreamApi::OpenAi, Budget::default()).await;
+    let answer = reqwest::Client::new()
+        .post(format!("{}/chat/completions", granted.base_url))
+        .bearer_auth(&granted.token)
+        .json(&serde_json::json!({"model": "gpt-test", "messages": []}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 401);
+    let body = answer.text().await.unwrap();
+    assert!(
+        !body.contains(REAL_KEY),
+        "the key reached the agent: {body}"
+    );
+    assert!(body.contains("Incorrect API key provided"), "{body}");
+    let error: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(error["error"]["type"], "invalid_request_error", "{body}");
+}
+
+/// `stream_options` is the agent's to send; one that is not an object must not fail
+/// the gateway (it used to panic the connection), and usage is still asked for.
+#[tokio::test]
+async fn a_stream_options_that_is_not_an_object_still_goes_through_with_usage() {
+    let model = FakeModel::openai().await;
+    model
+        .push(openai_sse(vec![
+            text_chunk("hello"),
+            finish_chunk("stop"),
+            usage_chunk(3, 2),
+            openai::done(),
+        ]))
+        .await;
+    let granted = granted(&model, UpstreamApi::OpenAi, Budget::default()).await;
+    let answer = reqwest::Client::new()
+        .post(format!("{}/chat/completions", granted.base_url))
+        .bearer_auth(&granted.token)
+        .json(&serde_json::json!({
+            "model": "gpt-test", "messages": [], "stream": true, "stream_options": 5
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 200);
+    answer.text().await.unwrap();
+    let body = &model.bodies().await[0];
+    assert_eq!(body["stream_options"]["include_usage"], true, "{body}");
+    assert_eq!(granted.budget.tokens_used(), 5);
+}
