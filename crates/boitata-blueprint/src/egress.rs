@@ -112,13 +112,18 @@ impl EgressRule {
         })
     }
 
-    /// Whether the rule would allow every destination (`*`, a `/0` network), which
-    /// needs `allow_all: true`.
+    /// Whether the rule would allow every destination or a sweep of them that no
+    /// policy means by accident, which needs `allow_all: true`: `*`; a network wider
+    /// than an IPv4 `/8` or an IPv6 `/7` (`0.0.0.0/0`, `0.0.0.0/1` + `128.0.0.0/1`,
+    /// `::/0`, `2000::/3`; `10.0.0.0/8` and `fc00::/7` stay allowed); every name under
+    /// a top-level domain (`*.com`).
     pub fn opens_everything(&self) -> bool {
         match &self.host {
             HostPattern::Any => true,
-            HostPattern::Network(net) => net.prefix_len() == 0,
-            HostPattern::Name(_) | HostPattern::Subdomains(_) => false,
+            HostPattern::Network(IpNet::V4(net)) => net.prefix_len() < 8,
+            HostPattern::Network(IpNet::V6(net)) => net.prefix_len() < 7,
+            HostPattern::Subdomains(domain) => !domain.trim_end_matches('.').contains('.'),
+            HostPattern::Name(_) => false,
         }
     }
 
@@ -252,10 +257,24 @@ mod tests {
 
     #[test]
     fn everything_openers_are_recognised_and_bad_entries_refused() {
-        for open in ["*", "*:443", "0.0.0.0/0", "::/0", "[::/0]:80"] {
+        for open in [
+            "*",
+            "*:443",
+            "0.0.0.0/0",
+            "::/0",
+            "[::/0]:80",
+            "0.0.0.0/1",
+            "128.0.0.0/1",
+            "64.0.0.0/7",
+            "2000::/3",
+            "*.com",
+            "*.org:443",
+        ] {
             assert!(rule(open).opens_everything(), "{open}");
         }
-        assert!(!rule("10.0.0.0/8").opens_everything());
+        for narrow in ["10.0.0.0/8", "fc00::/7", "*.pypi.org", "pypi.org", "10.1.2.3"] {
+            assert!(!rule(narrow).opens_everything(), "{narrow}");
+        }
         for bad in [
             "",
             "a.*.org",

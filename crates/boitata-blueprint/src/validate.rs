@@ -1324,7 +1324,7 @@ fn egress_problems(p: &ProvisionSpec) -> Vec<(&'static str, String)> {
             Ok(rule) if rule.opens_everything() && !allow_all => problems.push((
                 "allow",
                 format!(
-                    "allow entry {entry:?} opens every destination: list the hosts needed, \
+                    "allow entry {entry:?} opens every destination (or a sweep of them): list the hosts needed, \
                      or set allow_all: true to mean it"
                 ),
             )),

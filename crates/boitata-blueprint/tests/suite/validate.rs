@@ -490,6 +490,7 @@ entry: any
 nodes:
   any: { type: provision, image: img, egress: allow, allow: ["*", "pypi.org"] }
   world: { type: provision, image: img, egress: allow, allow: ["0.0.0.0/0:443"] }
+  halves: { type: provision, image: img, egress: allow, allow: ["0.0.0.0/1", "128.0.0.0/1", "*.com", "10.0.0.0/8"] }
   empty: { type: provision, image: img, egress: allow }
   stray: { type: provision, image: img, allow: ["pypi.org"], allow_all: true }
   bad: { type: provision, image: img, egress: allow, allow: ["a.*.org", "host:0", "10.0.0.0/33"] }
@@ -497,7 +498,8 @@ nodes:
   bridged: { type: provision, image: img, network: bridge, egress: gateway }
 edges:
   - { from: any, to: world }
-  - { from: world, to: empty }
+  - { from: world, to: halves }
+  - { from: halves, to: empty }
   - { from: empty, to: stray }
   - { from: stray, to: bad }
   - { from: bad, to: wrong }
