@@ -14,22 +14,8 @@
 # the image, default boitata-base:bookworm, built by scripts/build-base-image.sh).
 set -euo pipefail
 
-N="${1:-20}"
-IMAGE="${IMAGE:-boitata-base:bookworm}"
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-[[ "$N" =~ ^[1-9][0-9]*$ ]] || { echo "bench-sandbox: N must be a positive integer, got '$N'" >&2; exit 2; }
-
-say() { printf 'bench-sandbox: %s\n' "$*" >&2; }
-
-docker info >/dev/null 2>&1 || { say "cannot reach the Docker daemon (DOCKER_HOST=${DOCKER_HOST:-unset}); start it or set DOCKER_HOST"; exit 1; }
-docker image inspect "$IMAGE" >/dev/null 2>&1 || "$ROOT/scripts/build-base-image.sh"
-
-say "building the bench (release)"
-(cd "$ROOT" && cargo build --quiet --release -p boitata-orchestrator --example bench_sandbox)
-TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
-BENCH="$TARGET/release/examples/bench_sandbox"
-
-OUT="$(mktemp)"
+NAME=bench-sandbox
+source "$(dirname "${BASH_SOURCE[0]}")/bench-sandbox-common.sh"
 trap 'rm -f "$OUT"; docker ps -aq --filter label=boitata.run_id=bench-cli | xargs -r docker rm -f >/dev/null' EXIT
 
 now_ns() { date +%s%N; }
@@ -59,16 +45,6 @@ done
 # Boitata in one process, N cycles back to back (the connection is reused, as in a run).
 "$BENCH" --cycles "$N" --image "$IMAGE" | sed 's/^boitata /boitata-batch /' >>"$OUT"
 
-stats() { # name -> "median p95"
-  grep "^$1 " "$OUT" | awk '{ print $2 }' | sort -n | awk '
-    { v[NR] = $1 }
-    END {
-      if (NR == 0) { print "nan nan"; exit }
-      m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
-      k = int(0.95 * NR + 0.999999); if (k < 1) k = 1; if (k > NR) k = NR
-      printf "%.1f %.1f\n", m, v[k]
-    }'
-}
 
 printf '\n%-44s %10s %10s\n' "cycle (N=$N, image $IMAGE)" "median ms" "p95 ms"
 for name in boitata boitata-batch run-rm create-exec; do

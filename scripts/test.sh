@@ -11,6 +11,8 @@ cd "$root"
 need_apt=()
 command -v git >/dev/null || need_apt+=(git)
 command -v pgrep >/dev/null || need_apt+=(procps)
+# Run networks are closed off from the host with iptables rules (the daemon's own package).
+command -v iptables >/dev/null || need_apt+=(iptables)
 # The web UI tests drive a real headless browser (they fail under CI=true without it).
 command -v chromium >/dev/null || need_apt+=(chromium)
 command -v chromedriver >/dev/null || need_apt+=(chromium-driver)

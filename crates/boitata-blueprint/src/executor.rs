@@ -21,6 +21,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use boitata_core::budget::BudgetMeter;
 use boitata_core::event::truncate_with_marker;
 use boitata_core::{Emitter, EventPayload, Outcome, RunStatus};
 use futures::FutureExt;
@@ -388,6 +389,7 @@ impl Executor {
         } else {
             (None, None)
         };
+        let budget = BudgetMeter::new(blueprint.budget.unwrap_or_else(|| runtime.config().budget));
         let scope = Arc::new(RunScope {
             run_id: emitter.run_id().to_owned(),
             blueprint: blueprint.name.clone(),
@@ -397,6 +399,7 @@ impl Executor {
             runtime_source: runtime,
             runtime: Mutex::new(None),
             teardown: Teardown::default(),
+            budget,
         });
         let guard = TeardownGuard(scope.teardown.clone());
 

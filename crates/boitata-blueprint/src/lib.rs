@@ -51,6 +51,7 @@
 //! ```
 
 mod diagnostic;
+pub mod egress;
 pub mod executor;
 pub mod graph;
 pub mod host;

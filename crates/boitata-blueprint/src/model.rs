@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
+use boitata_core::budget::Budget;
 use serde::{Deserialize, Serialize};
 
 /// The node id that ends the walk when an edge leads to it.
@@ -37,6 +38,9 @@ pub struct Blueprint {
     pub params: BTreeMap<String, Param>,
     /// The most nodes one run may execute, counting repeats (default 100).
     pub max_steps: u32,
+    /// What one run may spend on the model (`budget: { tokens, requests, wall }`);
+    /// `None`: the config's `[budget]` applies.
+    pub budget: Option<Budget>,
     /// The nodes, in file order.
     pub nodes: Vec<Node>,
     /// The edges, in file order (the order they are tried in).
@@ -286,12 +290,26 @@ pub struct ProvisionSpec {
     /// The most processes the sandbox may hold.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pids: Option<u32>,
-    /// The network to attach (a backend network name such as `bridge` or `none`).
+    /// The network: `run` (the default: the run's own isolated network), `none`, or
+    /// `bridge` (Docker's shared bridge: not isolated, an explicit opt-out).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<String>,
     /// The working directory inside the sandbox.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workdir: Option<String>,
+    /// What the sandbox may reach beyond its run: `none` (nothing, not even the model
+    /// gateway), `gateway` (the default: the model gateway only) or `allow` (the
+    /// gateway, and the destinations in `allow` through the run's egress proxy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress: Option<String>,
+    /// With `egress: allow`: the destinations allowed through the proxy, as
+    /// [`EgressRule`](crate::egress::EgressRule)s (`*.pypi.org`, `host:port`, CIDRs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow: Option<Vec<String>>,
+    /// With `egress: allow`: every destination through the proxy (needed for `*` and
+    /// `0.0.0.0/0` in `allow`). Default false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_all: Option<bool>,
 }
 
 /// `checkout`: put a repository into a sandbox. A host path is copied in and cloned
@@ -404,7 +422,17 @@ impl NodeType {
     /// The type's own fields (the common ones are [`COMMON_FIELDS`]).
     pub fn fields(self) -> &'static [&'static str] {
         match self {
-            NodeType::Provision => &["image", "cpus", "memory", "pids", "network", "workdir"],
+            NodeType::Provision => &[
+                "image",
+                "cpus",
+                "memory",
+                "pids",
+                "network",
+                "workdir",
+                "egress",
+                "allow",
+                "allow_all",
+            ],
             NodeType::Checkout => &["container", "repo", "ref", "dest"],
             NodeType::Exec => &["command", "container", "workdir"],
             NodeType::AgentSandbox => &["container", "prompt", "port", "max_turns"],

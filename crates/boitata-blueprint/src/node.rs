@@ -37,6 +37,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
+use boitata_core::budget::BudgetMeter;
 use boitata_core::config::{Config, EnvSource};
 use boitata_core::runtime::Runtime;
 use boitata_core::{Emitter, Outcome, RunStatus};
@@ -299,6 +300,7 @@ pub(crate) struct RunScope {
     pub(crate) runtime_source: RuntimeSource,
     pub(crate) runtime: Mutex<Option<Runtime>>,
     pub(crate) teardown: Teardown,
+    pub(crate) budget: BudgetMeter,
 }
 
 /// What a handler knows about the run and the node it is running.
@@ -359,6 +361,14 @@ impl NodeContext {
     /// Fires when the node must stop: the run was cancelled or the node timed out.
     pub fn cancel(&self) -> &CancellationToken {
         &self.cancel
+    }
+
+    /// The run's budget meter: every model request of the run (host agents, and the
+    /// model gateway for agents in sandboxes) is admitted and charged by it. Its
+    /// budget is the blueprint's `budget:`, else the config's `[budget]`; its wall
+    /// clock started with the run.
+    pub fn budget(&self) -> &BudgetMeter {
+        &self.run.budget
     }
 
     /// Cleanup to run when the run ends.

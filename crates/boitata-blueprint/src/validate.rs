@@ -21,6 +21,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::diagnostic::{At, Collector, Diagnostics};
+use crate::egress::{EgressRule, EGRESS_MODES};
 use crate::model::{
     duration, scalar, AgentSandboxSpec, AgentSpec, Blueprint, CheckoutSpec, Edge, ExecSpec, Node,
     NodeSpec, NodeType, Param, ProvisionSpec, When, COMMON_FIELDS, DEFAULT_MAX_STEPS,
@@ -29,6 +30,7 @@ use crate::model::{
 use crate::suggest::did_you_mean;
 use crate::template::{self, Piece, Reference};
 use crate::yaml::{self, DeError, Key, Mapping, Span, Value, Yaml};
+use boitata_core::budget::Budget;
 
 /// A blueprint that passed validation, and the warnings it raised.
 #[derive(Debug, Clone)]
@@ -46,6 +48,7 @@ pub const BLUEPRINT_FIELDS: &[&str] = &[
     "entry",
     "params",
     "max_steps",
+    "budget",
     "nodes",
     "edges",
 ];
@@ -53,8 +56,8 @@ pub const BLUEPRINT_FIELDS: &[&str] = &[
 /// The fields of an edge.
 pub const EDGE_FIELDS: &[&str] = &["from", "to", "when"];
 
-/// The networks a `provision` node may attach to.
-const NETWORKS: &[&str] = &["none", "bridge"];
+/// The networks a `provision` node may attach to: the run's own, none, Docker's bridge.
+const NETWORKS: &[&str] = &["run", "none", "bridge"];
 
 /// The smallest `cpus` a `provision` node may set: Docker rounds less to no limit.
 const MIN_CPUS: f64 = 0.01;
@@ -234,6 +237,7 @@ impl Checker<'_> {
                 "max_steps must be at least 1 (the default is 100)",
             );
         }
+        let budget = self.budget(top.get("budget"));
         let params = self.params(top.get("params"));
         // The param names as written, even when some params have problems; `None`
         // when `params` is not a mapping, so `{params.NAME}` cannot be checked.
@@ -260,6 +264,7 @@ impl Checker<'_> {
             entry: entry?,
             params: params?,
             max_steps: max_steps.unwrap_or(DEFAULT_MAX_STEPS),
+            budget: budget?,
             nodes,
             edges: edges?,
         })
@@ -333,6 +338,32 @@ impl Checker<'_> {
     }
 
     /// Reads a typed value, reporting a located error if it does not fit.
+    /// `budget: { tokens, requests, wall }`: each limit optional, none zero.
+    fn budget(&mut self, value: Option<&Yaml>) -> Option<Option<Budget>> {
+        let budget = self.typed::<Option<Budget>>(value, "budget: ", "the blueprint")?;
+        if let (Some(budget), Some(Value::Map(fields))) = (&budget, value.map(|v| &v.value)) {
+            let zero = [
+                ("tokens", budget.tokens == Some(0)),
+                ("requests", budget.requests == Some(0)),
+                ("wall", budget.wall.is_some_and(|w| w.is_zero())),
+            ];
+            for (field, is_zero) in zero {
+                if is_zero {
+                    let span = fields.get(field).and_then(|v| v.span);
+                    self.out.error(
+                        span,
+                        "zero",
+                        format!(
+                            "budget.{field} is zero, so no model request could ever be made: \
+                             set a limit above zero, or leave {field} out for none"
+                        ),
+                    );
+                }
+            }
+        }
+        Some(budget)
+    }
+
     fn typed<T: for<'de> Deserialize<'de> + Default>(
         &mut self,
         value: Option<&Yaml>,
@@ -764,12 +795,13 @@ impl Checker<'_> {
                         problems.push((
                             "network",
                             format!(
-                                "network {network:?} is not supported: use {}",
-                                NETWORKS.join(" or ")
+                                "network {network:?} is not supported: use run (the default), \
+                                 none or bridge (not isolated)"
                             ),
                         ));
                     }
                 }
+                problems.extend(egress_problems(p));
                 if let Some(workdir) = p.workdir.as_deref().map(str::trim) {
                     if !workdir.starts_with('/') && !workdir.starts_with('{') {
                         problems.push((
@@ -1236,4 +1268,68 @@ fn suggest_name(name: &str) -> String {
     } else {
         out
     }
+}
+
+/// What is wrong with a `provision` node's `egress`, `allow` and `allow_all`, by field.
+fn egress_problems(p: &ProvisionSpec) -> Vec<(&'static str, String)> {
+    let mut problems = Vec::new();
+    let egress = p.egress.as_deref().map(str::trim);
+    if let Some(mode) = egress {
+        if !EGRESS_MODES.contains(&mode) {
+            problems.push((
+                "egress",
+                format!(
+                    "egress {mode:?} is not supported: use {}",
+                    EGRESS_MODES.join(", ")
+                ),
+            ));
+            return problems;
+        }
+    }
+    let network = p.network.as_deref().map(str::trim).unwrap_or("run");
+    // Any mode, `none` too: the provision node refuses every egress field off the run
+    // network, and validation must not pass what the run then refuses.
+    if egress.is_some() && (network == "none" || network == "bridge") {
+        problems.push((
+            "egress",
+            format!(
+                "egress applies to the run's own network, not to network {network}: \
+                 leave network out (or write network: run)"
+            ),
+        ));
+    }
+    let allowing = egress == Some("allow");
+    let allow_all = p.allow_all == Some(true);
+    if !allowing {
+        if p.allow.is_some() {
+            problems.push(("allow", "allow needs egress: allow".into()));
+        }
+        if p.allow_all.is_some() {
+            problems.push(("allow_all", "allow_all needs egress: allow".into()));
+        }
+        return problems;
+    }
+    let rules = p.allow.as_deref().unwrap_or_default();
+    if rules.is_empty() && !allow_all {
+        problems.push((
+            "egress",
+            "egress: allow with nothing allowed: list destinations in allow \
+             (e.g. allow: [\"*.pypi.org\", \"files.pythonhosted.org\"])"
+                .into(),
+        ));
+    }
+    for entry in rules {
+        match EgressRule::parse(entry) {
+            Err(e) => problems.push(("allow", e.to_string())),
+            Ok(rule) if rule.opens_everything() && !allow_all => problems.push((
+                "allow",
+                format!(
+                    "allow entry {entry:?} opens every destination (or a sweep of them): list the hosts needed, \
+                     or set allow_all: true to mean it"
+                ),
+            )),
+            Ok(_) => {}
+        }
+    }
+    problems
 }

@@ -40,7 +40,7 @@ pub(crate) enum Command {
         #[command(subcommand)]
         command: BlueprintCommand,
     },
-    /// List Boitata's sandboxes, and remove those whose run is gone.
+    /// List Boitata's sandboxes, and remove those whose run is gone (with their run networks and host rules).
     Sandbox {
         #[command(subcommand)]
         command: SandboxCommand,
@@ -51,7 +51,7 @@ pub(crate) enum Command {
 pub(crate) enum SandboxCommand {
     /// List Boitata's sandboxes (containers) and whether their run is live.
     List(SandboxListArgs),
-    /// Remove every sandbox whose run is no longer live (after a crash or a SIGKILL).
+    /// Remove every sandbox whose run is no longer live (after a crash or a SIGKILL), then those runs' networks and host rules.
     Gc(SandboxGcArgs),
 }
 

@@ -181,9 +181,15 @@ impl Renderer {
                 sandbox_id,
                 backend,
                 image,
+                network,
             } => {
                 let short: String = sandbox_id.chars().take(12).collect();
                 self.line(&format!("  sandbox {short} ready ({backend}, {image})"));
+                if network.as_deref() == Some("bridge") {
+                    self.line(
+                        "  ⚠ network bridge: not isolated (other runs' sandboxes and host services can be reached)",
+                    );
+                }
             }
             EventPayload::SandboxDestroyed { sandbox_id } => {
                 let short: String = sandbox_id.chars().take(12).collect();
@@ -228,6 +234,20 @@ impl Renderer {
             }
             EventPayload::Usage { .. } => {}
             EventPayload::Note { message } => self.line(&format!("  note: {message}")),
+            EventPayload::Egress {
+                host,
+                port,
+                allowed,
+                reason,
+                ..
+            } => {
+                let mark = if *allowed { "egress" } else { "egress denied" };
+                self.line(&format!("  {mark} {host}:{port} ({reason})"));
+            }
+            EventPayload::BudgetExceeded { message, .. } => {
+                self.flush_output(|_| true);
+                self.line(&format!("  ✗ {message}"));
+            }
             EventPayload::RunFinished { status, error } => {
                 self.flush_output(|_| true);
                 let secs = started

@@ -195,9 +195,52 @@ pub(crate) async fn gc(global: &GlobalArgs, args: SandboxGcArgs) -> Result<u8, C
             }
         }
     }
-    if !args.dry_run {
-        let config = session::load_config(global)?;
-        let store = session::open_store(&config)?;
+    let config = session::load_config(global)?;
+    let store = session::open_store(&config)?;
+    // A run network is kept while its run may still use it (the same judgement as
+    // its sandboxes').
+    let network_is_live = |network: &boitata_orchestrator::RunNetworkInfo| {
+        let status = network
+            .run_id()
+            .and_then(|run| store.run(run).ok())
+            .map(|run| run.status);
+        reaper::judge_labels(&network.labels, status) != Standing::Orphan
+    };
+    if args.dry_run {
+        for network in backend
+            .list_run_networks()
+            .await
+            .map_err(sandbox_error)?
+            .iter()
+            .filter(|network| !network_is_live(network))
+        {
+            let run = network.run_id().unwrap_or("-");
+            let _ = writeln!(
+                out,
+                "would remove network {} (run {run}) and its host rules",
+                network.name
+            );
+        }
+    } else {
+        // Then the run networks and host rules the removed sandboxes' runs left.
+        let networks = reaper::gc_networks_where(&backend, network_is_live)
+            .await
+            .map_err(sandbox_error)?;
+        for network in &networks.removed {
+            let run = network.run_id().unwrap_or("-");
+            let _ = writeln!(
+                out,
+                "removed network {} (run {run}) and its host rules",
+                network.name
+            );
+        }
+        for run in &networks.stray_rules_removed {
+            let _ = writeln!(out, "removed the host rules left by run {run}");
+        }
+        for (what, e) in &networks.failed {
+            let _ = writeln!(std::io::stderr(), "error: cannot remove {what}: {e}");
+            failed += 1;
+        }
         for run in crate::runs::mark_interrupted_runs(&store)? {
             let _ = writeln!(
                 out,

@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::budget::{BudgetExceeded, BudgetMeter};
 use crate::event::{Emitter, EventPayload, SinkError};
 use boitata_provider::{Message, ModelRequest, Provider, ProviderError, Usage};
 use boitata_tools::tool::{ToolContext, ToolLimits, Toolbox};
@@ -81,6 +82,10 @@ pub enum AgentError {
     /// An event could not be recorded.
     #[error(transparent)]
     Event(#[from] SinkError),
+    /// The run's budget is spent (`budget exceeded: tokens 120034 > 120000`); the
+    /// `budget_exceeded` event was emitted.
+    #[error(transparent)]
+    Budget(#[from] BudgetExceeded),
 }
 
 /// An agent: a provider, tools and settings. Cheap to clone.
@@ -90,6 +95,7 @@ pub struct Agent {
     toolbox: Toolbox,
     settings: AgentSettings,
     command_env: BTreeMap<String, String>,
+    budget: BudgetMeter,
 }
 
 impl std::fmt::Debug for Agent {
@@ -116,7 +122,21 @@ impl Agent {
             toolbox,
             settings,
             command_env,
+            budget: BudgetMeter::default(),
         }
+    }
+
+    /// This agent charging its model requests to `budget` (shared with whatever else
+    /// the run charges): a request is made only if the meter admits it, and each
+    /// answer's usage is charged to it.
+    pub fn with_budget(mut self, budget: BudgetMeter) -> Self {
+        self.budget = budget;
+        self
+    }
+
+    /// The meter its model requests are charged to.
+    pub fn budget(&self) -> &BudgetMeter {
+        &self.budget
     }
 
     /// The provider.
@@ -143,7 +163,9 @@ impl Agent {
     ///
     /// # Errors
     /// [`AgentError::Provider`] when the model API fails; [`AgentError::Event`] when an
-    /// event cannot be recorded.
+    /// event cannot be recorded; [`AgentError::Budget`] when the budget is spent
+    /// (before a request, or by the usage an answer reports: the answer's text and
+    /// tool calls are then not acted on), after its `budget_exceeded` event.
     pub async fn run(
         &self,
         task: &str,
@@ -179,6 +201,10 @@ impl Agent {
                 outcome.stop = AgentStop::Cancelled;
                 return Ok(outcome);
             }
+            if let Err(e) = self.budget.admit() {
+                self.budget.report(emitter, node)?;
+                return Err(e.into());
+            }
             outcome.turns += 1;
             let mut ignore_deltas = |_: &str| {};
             let response = tokio::select! {
@@ -210,6 +236,10 @@ impl Agent {
                         output_tokens: usage.output_tokens,
                     },
                 )?;
+                if let Err(e) = self.budget.charge(usage.input_tokens, usage.output_tokens) {
+                    self.budget.report(emitter, node)?;
+                    return Err(e.into());
+                }
             }
             if !response.text.trim().is_empty() {
                 outcome.final_message = response.text.clone();

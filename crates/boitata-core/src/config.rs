@@ -32,6 +32,10 @@
 //!
 //! [secrets]
 //! env = ["GITHUB_TOKEN"]   # these variables' values are masked everywhere
+//! [budget]                 # each limit optional; a run over one fails
+//! tokens = 200000
+//! requests = 100
+//! wall = "30m"
 //! ```
 
 use std::collections::BTreeMap;
@@ -56,6 +60,9 @@ pub struct Config {
     pub server: ServerConfig,
     /// More secrets to mask everywhere.
     pub secrets: SecretsConfig,
+    /// What a run may spend on the model ([`Budget`](crate::budget::Budget)): the
+    /// in-process agent's runs, and blueprint runs whose blueprint sets no `budget:`.
+    pub budget: crate::budget::Budget,
     /// Where runs are stored (default: the user data dir).
     pub data_dir: Option<PathBuf>,
     /// The file these settings were read from, if any.

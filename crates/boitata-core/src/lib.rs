@@ -4,6 +4,7 @@
 //! - [`event`]: the [`Emitter`] that numbers, redacts, records and dispatches a run's
 //!   events (the [`Event`] type is `boitata-protocol`'s, re-exported here);
 //! - [`agent`]: the agent loop (turns, tool calls, `max_turns`, cancellation);
+//! - [`budget`]: what a run may spend on the model, and the meter that decides;
 //! - [`config`] and [`runtime`]: settings, and the one place that builds a provider and
 //!   tools from them (used by the CLI, the server and the in-sandbox agent);
 //! - [`store`]: emitters that record into a run store ([`store::RunEmitters`]), with
@@ -38,6 +39,7 @@
 //! ```
 
 pub mod agent;
+pub mod budget;
 pub mod config;
 pub mod event;
 pub mod runtime;

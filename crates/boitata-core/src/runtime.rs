@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::agent::{Agent, AgentSettings, DEFAULT_SYSTEM_PROMPT};
+use crate::budget::BudgetMeter;
 use crate::config::{Config, EnvSource};
 use crate::redact::Redactor;
 use boitata_provider::{Provider, ProviderError};
@@ -12,6 +13,11 @@ use boitata_tools::tool::{ToolLimits, Toolbox};
 
 /// Environment variables passed through to the agent's commands; everything else
 /// (API keys, tokens, the agent's own settings) is withheld.
+///
+/// The proxy variables are among them: in a sandbox provisioned with `egress: allow`
+/// they point at the run's egress proxy, the only way out, so `pip install` run by the
+/// agent works as it does in an `exec` node. (A password in a proxy URL is masked in
+/// what the model and the events see, like any URL's.)
 pub const COMMAND_ENV_ALLOWLIST: &[&str] = &[
     "PATH",
     "HOME",
@@ -30,6 +36,12 @@ pub const COMMAND_ENV_ALLOWLIST: &[&str] = &[
     "VIRTUAL_ENV",
     "PYTHONPATH",
     "PYTHONDONTWRITEBYTECODE",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
 ];
 
 /// A built provider plus everything needed to make agents.
@@ -97,7 +109,9 @@ impl Runtime {
         &self.command_env
     }
 
-    /// An agent with every standard tool and the configured limits.
+    /// An agent with every standard tool and the configured limits, charging a fresh
+    /// meter of the config's `[budget]` (a blueprint node replaces it with its run's,
+    /// [`Agent::with_budget`]).
     pub fn agent(&self) -> Agent {
         let settings = AgentSettings {
             max_turns: self.config.agent.max_turns,
@@ -118,5 +132,34 @@ impl Runtime {
             settings,
             self.command_env.clone(),
         )
+        .with_budget(BudgetMeter::new(self.config.budget))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_get_the_proxy_variables_but_no_key() {
+        let env: BTreeMap<String, String> = [
+            ("HTTP_PROXY", "http://172.18.0.1:41234"),
+            ("https_proxy", "http://172.18.0.1:41234"),
+            ("NO_PROXY", "localhost,127.0.0.1,172.18.0.1"),
+            ("OPENAI_API_KEY", "bgw-0123456789abcdef"),
+            ("BOITATA_AGENT_SECRET", "00112233445566778899"),
+            ("PATH", "/usr/bin:/bin"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        let script = boitata_provider::scripted::Script {
+            description: None,
+            turns: Vec::new(),
+        };
+        let provider = Arc::new(boitata_provider::scripted::Scripted::new(script));
+        let runtime = Runtime::with_provider(Config::default(), provider, &env);
+        let names: Vec<&str> = runtime.command_env().keys().map(String::as_str).collect();
+        assert_eq!(names, ["HTTP_PROXY", "NO_PROXY", "PATH", "https_proxy"]);
     }
 }

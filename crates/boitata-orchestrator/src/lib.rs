@@ -12,6 +12,13 @@
 //!   `container`, and `agent_sandbox`, which drives `boitata-agent` inside a sandbox
 //!   over ACP) for the blueprint executor, registered by [`SandboxNodes`], which
 //!   is also the executor hook that tears a run's sandboxes down when it ends;
+//! - [`network`]: [`RunNetwork`](network::RunNetwork), a run's own network and the
+//!   host rules that keep its sandboxes off the host's services;
+//! - [`egress`]: [`EgressProxy`](egress::EgressProxy), the only way out of a run
+//!   network, where a node's egress policy allows;
+//! - [`gateway`]: the [`ModelGateway`], which serves the provider's API to agents in
+//!   sandboxes with a per-run token and forwards with the real key, counting usage
+//!   and enforcing the run's budget;
 //! - [`reaper`]: [`gc`](reaper::gc), which removes sandboxes whose run is gone;
 //! - [`archive`]: the tar archives that carry files into a sandbox.
 //!
@@ -21,11 +28,13 @@
 //! # Example
 //!
 //! ```no_run
-//! use boitata_orchestrator::{CollectOutput, DockerBackend, ExecSpec, Sandbox, SandboxSpec};
+//! use boitata_orchestrator::{CollectOutput, DockerBackend, ExecSpec, Network, Sandbox, SandboxSpec};
 //!
 //! # async fn demo() -> Result<(), boitata_orchestrator::SandboxError> {
 //! let docker = DockerBackend::from_env(); // no connection yet
-//! let id = docker.provision(&SandboxSpec::new("boitata-base:bookworm", "run-1")).await?;
+//! // The backend alone: no network (a run's own network is made by RunSandboxes).
+//! let spec = SandboxSpec::new("boitata-base:bookworm", "run-1").network(Network::None);
+//! let id = docker.provision(&spec).await?;
 //! let mut out = CollectOutput::default();
 //! let status = docker.exec(&id, &ExecSpec::shell("echo hi"), &mut out).await?;
 //! assert_eq!(status.code(), Some(0));
@@ -38,15 +47,19 @@
 #![deny(missing_docs)]
 
 pub mod archive;
+pub mod egress;
+pub mod gateway;
+pub mod network;
 pub mod nodes;
 pub mod reaper;
 pub mod sandbox;
 pub mod tracking;
 
+pub use gateway::ModelGateway;
 pub use nodes::{needs_sandbox, SandboxNodes, DEFAULT_AGENT_PORT};
 pub use sandbox::docker::DockerBackend;
 pub use sandbox::{
-    CollectOutput, DiscardOutput, ExecSpec, ExecStatus, Hardening, Limits, Network, OutputSink,
-    Sandbox, SandboxError, SandboxId, SandboxInfo, SandboxSpec,
+    CollectOutput, DiscardOutput, Egress, ExecSpec, ExecStatus, Hardening, Limits, Network,
+    OutputSink, RunNetworkInfo, Sandbox, SandboxError, SandboxId, SandboxInfo, SandboxSpec,
 };
 pub use tracking::{RunSandboxes, TeardownReport};

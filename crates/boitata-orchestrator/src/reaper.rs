@@ -1,4 +1,5 @@
-//! The orphan reaper: removes sandboxes whose run is no longer live.
+//! The orphan reaper: removes sandboxes whose run is no longer live, then run networks
+//! and host rules whose run is no longer live ([`gc_networks_where`]).
 //!
 //! A run's sandboxes are destroyed when it ends (see [`crate::tracking`]); the reaper
 //! is for the cases where that could not happen: the process was killed with SIGKILL,
@@ -7,12 +8,16 @@
 //! and asks the caller which are live; [`judge`] is the usual answer, from the run
 //! store's status of the sandbox's run and whether the process that made it is alive.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use boitata_core::RunStatus;
 use serde::Serialize;
 
-use crate::sandbox::{Sandbox, SandboxError, SandboxInfo, LABEL_HOST, LABEL_PID, LABEL_PID_START};
+use crate::network::firewall::rule_comment;
+use crate::network::Firewall;
+use crate::sandbox::{
+    RunNetworkInfo, Sandbox, SandboxError, SandboxInfo, LABEL_HOST, LABEL_PID, LABEL_PID_START,
+};
 
 /// What a [`gc`] pass did.
 #[derive(Debug, Default)]
@@ -71,15 +76,17 @@ pub async fn gc_where(
 /// `Some(false)` when it was made on this machine, `None` when that cannot be told
 /// (made elsewhere, or unlabelled).
 pub fn owner_process_alive(info: &SandboxInfo) -> Option<bool> {
-    let host = info.labels.get(LABEL_HOST)?;
+    owner_alive(&info.labels)
+}
+
+/// [`owner_process_alive`] from the labels of a sandbox or a run network.
+fn owner_alive(labels: &BTreeMap<String, String>) -> Option<bool> {
+    let host = labels.get(LABEL_HOST)?;
     if *host != boitata_tools::process::owner_scope() {
         return None;
     }
-    let pid: u32 = info.labels.get(LABEL_PID)?.parse().ok()?;
-    let started = info
-        .labels
-        .get(LABEL_PID_START)
-        .and_then(|s| s.parse().ok());
+    let pid: u32 = labels.get(LABEL_PID)?.parse().ok()?;
+    let started = labels.get(LABEL_PID_START).and_then(|s| s.parse().ok());
     Some(boitata_tools::process::pid_alive(pid, started))
 }
 
@@ -105,13 +112,107 @@ pub enum Standing {
 /// - a run the store does not know: live if its owner is alive here (another store's
 ///   run, e.g. the server's), unknown if it was made elsewhere.
 pub fn judge(info: &SandboxInfo, run_status: Option<RunStatus>) -> Standing {
-    match (owner_process_alive(info), run_status) {
+    judge_labels(&info.labels, run_status)
+}
+
+/// [`judge`] for anything labelled like a sandbox (a run network).
+pub fn judge_labels(labels: &BTreeMap<String, String>, run_status: Option<RunStatus>) -> Standing {
+    match (owner_alive(labels), run_status) {
         (Some(false), _) => Standing::Orphan,
         (_, Some(status)) if status.is_final() => Standing::Orphan,
         (_, Some(_)) => Standing::Live,
         (Some(true), None) => Standing::Live,
         (None, None) => Standing::Unknown,
     }
+}
+
+/// What a [`gc_networks_where`] pass did.
+#[derive(Debug, Default)]
+pub struct NetworkGcReport {
+    /// Run networks removed (with their host rules) because their run was not live.
+    pub removed: Vec<RunNetworkInfo>,
+    /// Run networks left alone because their run is live.
+    pub kept: Vec<RunNetworkInfo>,
+    /// Runs whose host rules were removed though their network was already gone.
+    pub stray_rules_removed: Vec<String>,
+    /// What could not be removed (a network's name, or `host rules of RUN`), with why.
+    pub failed: Vec<(String, SandboxError)>,
+}
+
+/// Removes every run network for which `is_live` returns false, with its host
+/// rules, then the host rules of runs that have no network left. Run it after the
+/// sandboxes' pass ([`gc_where`]): a network still holding a sandbox loses it.
+///
+/// # Errors
+/// [`SandboxError`] if the networks cannot be listed; single failures (a rule or a
+/// network that cannot be removed, no `iptables` here) are in
+/// [`NetworkGcReport::failed`].
+pub async fn gc_networks_where(
+    backend: &dyn Sandbox,
+    is_live: impl Fn(&RunNetworkInfo) -> bool,
+) -> Result<NetworkGcReport, SandboxError> {
+    let mut report = NetworkGcReport::default();
+    let networks = backend.list_run_networks().await?;
+    let firewall = Firewall::detect().await;
+    let rules_error = |run: &str, message: String| {
+        (
+            format!("host rules of run {run}"),
+            SandboxError::Isolation {
+                run_id: run.to_owned(),
+                message,
+            },
+        )
+    };
+    for network in networks {
+        if is_live(&network) {
+            report.kept.push(network);
+            continue;
+        }
+        if let (Some(run), Ok(firewall)) = (network.run_id(), &firewall) {
+            if let Err(e) = firewall.remove_run(run).await {
+                report.failed.push(rules_error(run, e.to_string()));
+            }
+        }
+        match backend.remove_run_network(&network.name).await {
+            Ok(()) => {
+                tracing::info!(network = %network.name, "reaped orphan run network");
+                report.removed.push(network);
+            }
+            Err(e) => report.failed.push((network.name.clone(), e)),
+        }
+    }
+    let firewall = match firewall {
+        Ok(firewall) => firewall,
+        Err(e) => {
+            report.failed.push(rules_error("-", e.to_string()));
+            return Ok(report);
+        }
+    };
+    match firewall.runs_with_rules().await {
+        Ok(runs) => {
+            // Listed again after the rules: a run's rules are set after its network is
+            // made and removed before it, so rules without a network now are strays
+            // (and a run starting meanwhile is not taken for one).
+            let networked: BTreeSet<String> = backend
+                .list_run_networks()
+                .await?
+                .iter()
+                .filter_map(|n| n.run_id())
+                .map(rule_comment)
+                .collect();
+            for run in runs {
+                if networked.contains(&rule_comment(&run)) {
+                    continue;
+                }
+                match firewall.remove_run(&run).await {
+                    Ok(_) => report.stray_rules_removed.push(run),
+                    Err(e) => report.failed.push(rules_error(&run, e.to_string())),
+                }
+            }
+        }
+        Err(e) => report.failed.push(rules_error("-", e.to_string())),
+    }
+    Ok(report)
 }
 
 #[cfg(test)]

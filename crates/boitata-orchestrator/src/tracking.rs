@@ -6,14 +6,29 @@
 //! middle of a provision cannot leave behind a container nobody knows about: teardown
 //! waits for provisions in flight, then destroys what they made, then every sandbox
 //! still labelled with the run's id.
+//!
+//! A sandbox on [`Network::Run`] joins the run's own [`RunNetwork`], made before the
+//! first such provision and removed (with its host rules) at teardown, after the
+//! sandboxes. Its [`Egress`] is applied here: `allow` starts an [`EgressProxy`] on the
+//! network's gateway address and points the sandbox's proxy variables at it; `none`
+//! closes the host to the sandbox.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use boitata_core::{Emitter, EventPayload};
+use tokio::sync::OnceCell;
 use tokio_util::task::TaskTracker;
 
-use crate::sandbox::{Sandbox, SandboxError, SandboxId, SandboxSpec, LABEL_RUN_ID};
+use crate::egress::EgressProxy;
+use crate::network::RunNetwork;
+use crate::sandbox::{
+    Egress, Network, Sandbox, SandboxError, SandboxId, SandboxSpec, HOST_GATEWAY_NAME, LABEL_RUN_ID,
+};
+
+/// The proxy variables set in a sandbox with `egress: allow` (both spellings: tools
+/// read one or the other).
+const PROXY_VARIABLES: [&str; 4] = ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"];
 
 /// The sandboxes of one run. Cheap to clone; clones share the record.
 #[derive(Clone)]
@@ -23,6 +38,7 @@ pub struct RunSandboxes {
     emitter: Emitter,
     state: Arc<Mutex<TrackState>>,
     in_flight: TaskTracker,
+    network: Arc<OnceCell<Arc<RunNetwork>>>,
 }
 
 #[derive(Default)]
@@ -34,6 +50,8 @@ struct TrackState {
     /// Whether a provision was ever asked for (if not, teardown never touches the
     /// backend: a run without sandboxes works without a daemon).
     attempted: bool,
+    /// The egress proxies of the run's sandboxes, stopped at teardown.
+    proxies: Vec<EgressProxy>,
 }
 
 impl std::fmt::Debug for RunSandboxes {
@@ -52,6 +70,10 @@ pub struct TeardownReport {
     pub destroyed: Vec<SandboxId>,
     /// Sandboxes that could not be destroyed (the reaper will find them), with why.
     pub failed: Vec<(SandboxId, SandboxError)>,
+    /// The run network removed, with its host rules, if the run had one.
+    pub network_removed: Option<String>,
+    /// Why the run network (or its host rules) could not be removed (the reaper will).
+    pub network_failed: Option<SandboxError>,
 }
 
 impl RunSandboxes {
@@ -64,7 +86,127 @@ impl RunSandboxes {
             emitter,
             state: Arc::new(Mutex::new(TrackState::default())),
             in_flight: TaskTracker::new(),
+            network: Arc::new(OnceCell::new()),
         }
+    }
+
+    /// The run's network, if it has been made (by the first provision on
+    /// [`Network::Run`], or [`RunSandboxes::ensure_run_network`]).
+    pub fn run_network(&self) -> Option<Arc<RunNetwork>> {
+        self.network.get().cloned()
+    }
+
+    /// The run's network, made (with its host rules) if it does not exist yet. Servers
+    /// that the run's sandboxes must reach (the model gateway) bind on its
+    /// [`gateway`](RunNetwork::gateway) address and open their port with
+    /// [`RunNetwork::allow_port`]; it is removed at teardown.
+    ///
+    /// # Errors
+    /// [`SandboxError::RunEnded`] once teardown began; what
+    /// [`RunNetwork::create`] returns.
+    pub async fn ensure_run_network(&self) -> Result<Arc<RunNetwork>, SandboxError> {
+        {
+            let mut state = self.lock();
+            if state.ended {
+                return Err(ended_error(&self.run_id));
+            }
+            state.attempted = true;
+        }
+        let this = self.clone();
+        // In a task of its own, like a provision: teardown waits for it.
+        let task = self
+            .in_flight
+            .spawn(async move { this.network_now().await });
+        match task.await {
+            Ok(result) => result,
+            Err(join) => Err(SandboxError::Backend {
+                backend: self.backend.backend_name(),
+                operation: "create network",
+                source: Box::new(join),
+            }),
+        }
+    }
+
+    async fn network_now(&self) -> Result<Arc<RunNetwork>, SandboxError> {
+        self.network
+            .get_or_try_init(|| async {
+                RunNetwork::create(self.backend.as_ref(), &self.run_id)
+                    .await
+                    .map(Arc::new)
+            })
+            .await
+            .cloned()
+    }
+
+    /// Provisions `spec` on the backend, on the run's network with its egress applied
+    /// when it asks for [`Network::Run`].
+    async fn provision_now(&self, spec: &mut SandboxSpec) -> Result<SandboxId, SandboxError> {
+        if spec.network != Network::Run {
+            return self.backend.provision(spec).await;
+        }
+        let network = self.network_now().await?;
+        // The host, as the sandbox reaches it: the network's gateway address.
+        spec.extra_hosts
+            .insert(HOST_GATEWAY_NAME.to_owned(), network.gateway().to_string());
+        let proxy = match &spec.egress {
+            Egress::Allow(policy) => {
+                let proxy = EgressProxy::start(
+                    network.gateway(),
+                    policy.clone(),
+                    self.emitter.clone(),
+                    spec.node.clone(),
+                )
+                .await
+                .map_err(|source| SandboxError::EgressProxy {
+                    run_id: self.run_id.clone(),
+                    address: network.gateway().to_string(),
+                    source,
+                })?;
+                network.allow_port(proxy.address().port()).await?;
+                for variable in PROXY_VARIABLES {
+                    spec.env.insert(variable.to_owned(), proxy.url());
+                }
+                let no_proxy = format!("localhost,127.0.0.1,{}", network.gateway());
+                spec.env.insert("NO_PROXY".to_owned(), no_proxy.clone());
+                spec.env.insert("no_proxy".to_owned(), no_proxy);
+                Some(proxy)
+            }
+            Egress::None | Egress::Gateway => None,
+        };
+        let id = self.backend.provision(spec).await?;
+        let applied = async {
+            if proxy.is_none() && spec.egress != Egress::None {
+                return Ok(());
+            }
+            let address = self
+                .backend
+                .run_network_address(&id)
+                .await?
+                .ok_or_else(|| SandboxError::Isolation {
+                    run_id: self.run_id.clone(),
+                    message: format!(
+                        "sandbox {} has no address on {}",
+                        id.short(),
+                        network.name()
+                    ),
+                })?;
+            match &proxy {
+                Some(proxy) => proxy.allow_client(address),
+                None => network.deny_sandbox(address).await?,
+            }
+            Ok(())
+        }
+        .await;
+        if let Err(e) = applied {
+            if let Err(cleanup) = self.backend.destroy(&id).await {
+                tracing::warn!(sandbox = %id.short(), "destroying a sandbox whose egress could not be set: {cleanup}");
+            }
+            return Err(e);
+        }
+        if let Some(proxy) = proxy {
+            self.lock().proxies.push(proxy);
+        }
+        Ok(id)
     }
 
     /// The backend sandboxes are made on.
@@ -102,7 +244,8 @@ impl RunSandboxes {
         let this = self.clone();
         let node = spec.node.clone();
         let task = self.in_flight.spawn(async move {
-            let id = this.backend.provision(&spec).await?;
+            let mut spec = spec;
+            let id = this.provision_now(&mut spec).await?;
             let ended = {
                 let mut state = this.lock();
                 if !state.ended {
@@ -123,6 +266,10 @@ impl RunSandboxes {
                     sandbox_id: id.to_string(),
                     backend: this.backend.backend_name().to_owned(),
                     image: spec.image.clone(),
+                    network: Some(match spec.network {
+                        Network::Run => crate::sandbox::run_network_name(&this.run_id),
+                        other => other.as_str().to_owned(),
+                    }),
                 },
             );
             Ok(id)
@@ -204,6 +351,23 @@ impl RunSandboxes {
                 }
             }
             Err(e) => tracing::warn!("teardown could not list the run's sandboxes: {e}"),
+        }
+
+        // Then what the sandboxes used: their proxies, the network and its host rules.
+        for proxy in std::mem::take(&mut self.lock().proxies) {
+            proxy.stop();
+        }
+        if let Some(network) = self.network.get() {
+            match network.remove(self.backend.as_ref()).await {
+                Ok(()) => report.network_removed = Some(network.name().to_owned()),
+                Err(e) => {
+                    tracing::warn!(
+                        network = network.name(),
+                        "teardown could not remove the run network: {e}"
+                    );
+                    report.network_failed = Some(e);
+                }
+            }
         }
         report
     }

@@ -96,6 +96,11 @@ pub enum EventPayload {
         backend: String,
         /// The image it runs.
         image: String,
+        /// The network it is on: `boitata-run-RUN` (the run's own, isolated), `none`,
+        /// or `bridge` (Docker's shared bridge: **not isolated** from other runs and
+        /// the host). Absent in events recorded before this field existed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        network: Option<String>,
     },
     /// A sandbox was destroyed.
     SandboxDestroyed {
@@ -147,6 +152,36 @@ pub enum EventPayload {
         /// The note, one line.
         message: String,
     },
+    /// The egress proxy decided on a connection a sandbox asked for (one event per
+    /// request or tunnel, when it ends; a refusal at once).
+    Egress {
+        /// The host asked for (a name or an address), as the client wrote it.
+        host: String,
+        /// The TCP port asked for.
+        port: u16,
+        /// Whether the connection was let through.
+        allowed: bool,
+        /// Why: the rule that allowed it, or what refused it.
+        reason: String,
+        /// Bytes sent from the sandbox to the destination.
+        #[serde(default)]
+        bytes_up: u64,
+        /// Bytes received from the destination by the sandbox.
+        #[serde(default)]
+        bytes_down: u64,
+    },
+    /// A budget of the run was spent: no further model request is admitted and the
+    /// run fails. Emitted once per run.
+    BudgetExceeded {
+        /// Which limit: `tokens`, `requests` or `wall`.
+        budget: BudgetKind,
+        /// What was used: tokens, requests, or whole seconds of wall time.
+        used: u64,
+        /// The limit, in the same unit.
+        limit: u64,
+        /// The message the run fails with (`budget exceeded: tokens 120034 > 120000`).
+        message: String,
+    },
     /// The run ended.
     RunFinished {
         /// How it ended.
@@ -172,6 +207,8 @@ impl EventPayload {
             EventPayload::ToolResult { .. } => "tool_result",
             EventPayload::Usage { .. } => "usage",
             EventPayload::Note { .. } => "note",
+            EventPayload::Egress { .. } => "egress",
+            EventPayload::BudgetExceeded { .. } => "budget_exceeded",
             EventPayload::RunFinished { .. } => "run_finished",
         }
     }
@@ -222,10 +259,12 @@ impl EventPayload {
                 sandbox_id,
                 backend,
                 image,
+                network,
             } => {
                 visit(sandbox_id);
                 visit(backend);
                 visit(image);
+                opt(network, visit);
             }
             EventPayload::SandboxDestroyed { sandbox_id } => visit(sandbox_id),
             EventPayload::ExecOutput { stream: _, chunk } => visit(chunk),
@@ -254,6 +293,23 @@ impl EventPayload {
                 output_tokens: _,
             } => {}
             EventPayload::Note { message } => visit(message),
+            EventPayload::Egress {
+                host,
+                port: _,
+                allowed: _,
+                reason,
+                bytes_up: _,
+                bytes_down: _,
+            } => {
+                visit(host);
+                visit(reason);
+            }
+            EventPayload::BudgetExceeded {
+                budget: _,
+                used: _,
+                limit: _,
+                message,
+            } => visit(message),
             EventPayload::RunFinished { status: _, error } => opt(error, visit),
         }
     }
@@ -437,5 +493,34 @@ mod tests {
         let mut count = 0;
         finished.visit_text_mut(&mut |_| count += 1);
         assert_eq!(count, 0);
+    }
+}
+
+/// Which limit of a run's budget was spent (in a `budget_exceeded` event).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BudgetKind {
+    /// The most model tokens (prompt plus completion) of the run.
+    Tokens,
+    /// The most model requests of the run.
+    Requests,
+    /// The most wall time from the run's start.
+    Wall,
+}
+
+impl BudgetKind {
+    /// `tokens`, `requests` or `wall`: the field's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BudgetKind::Tokens => "tokens",
+            BudgetKind::Requests => "requests",
+            BudgetKind::Wall => "wall",
+        }
+    }
+}
+
+impl std::fmt::Display for BudgetKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }

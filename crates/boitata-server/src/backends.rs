@@ -13,7 +13,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use boitata_blueprint::{Executor, NodeHandlers};
 use boitata_core::store::RunStore;
-use boitata_orchestrator::reaper::{gc_where, judge, Standing};
+use boitata_orchestrator::reaper::{gc_networks_where, gc_where, judge, judge_labels, Standing};
 use boitata_orchestrator::{DockerBackend, Sandbox, SandboxError, SandboxNodes};
 
 /// The executor runs use, and how to reap sandboxes at start.
@@ -65,7 +65,8 @@ impl Backends {
 pub struct ReapReport {
     /// Sandboxes destroyed.
     pub removed: usize,
-    /// Sandboxes that should have been destroyed but could not be, with why.
+    /// Sandboxes (and run networks or host rules, after the sandboxes) that should
+    /// have been removed but could not be, with why.
     pub failed: Vec<String>,
 }
 
@@ -107,12 +108,27 @@ impl OrphanReaper for SandboxReaper {
         })
         .await
         .map_err(|e: SandboxError| e.to_string())?;
+        let networks = gc_networks_where(self.backend.as_ref(), |network| {
+            let status = network
+                .run_id()
+                .and_then(|run| store.run(run).ok())
+                .map(|run| run.status);
+            judge_labels(&network.labels, status) != Standing::Orphan
+        })
+        .await
+        .map_err(|e: SandboxError| e.to_string())?;
         Ok(ReapReport {
             removed: report.removed.len(),
             failed: report
                 .failed
                 .iter()
                 .map(|(info, e)| format!("{}: {e}", info.id.short()))
+                .chain(
+                    networks
+                        .failed
+                        .iter()
+                        .map(|(what, e)| format!("{what}: {e}")),
+                )
                 .collect(),
         })
     }

@@ -204,10 +204,77 @@ impl RunScope {
     pub fn containers(&self) -> Vec<String> {
         containers_with_label(LABEL_RUN_ID, &self.run_id)
     }
+
+    /// The names of the run's networks now.
+    pub fn networks(&self) -> Vec<String> {
+        let filter = format!("label={LABEL_RUN_ID}={}", self.run_id);
+        docker_ok(&[
+            "network",
+            "ls",
+            "--format",
+            "{{.Name}}",
+            "--filter",
+            &filter,
+        ])
+        .lines()
+        .map(str::to_owned)
+        .filter(|l| !l.is_empty())
+        .collect()
+    }
+
+    /// The run's host rules now (`iptables -S INPUT` lines, both the nf_tables and the
+    /// legacy variant, whose comment is `boitata-run-RUN`), each prefixed with the
+    /// program that lists it.
+    pub fn host_rules(&self) -> Vec<String> {
+        let comment = format!("boitata-run-{}", self.run_id);
+        let mut rules = Vec::new();
+        for program in IPTABLES {
+            let Ok(out) = Command::new(program)
+                .args(["-w", "10", "-S", "INPUT"])
+                .output()
+            else {
+                continue;
+            };
+            for line in String::from_utf8_lossy(&out.stdout).lines() {
+                if line.split_whitespace().any(|word| word == comment) {
+                    rules.push(format!("{program}: {line}"));
+                }
+            }
+        }
+        rules
+    }
 }
+
+/// The `iptables` variants host rules may be in.
+const IPTABLES: [&str; 2] = ["iptables-nft", "iptables-legacy"];
 
 impl Drop for RunScope {
     fn drop(&mut self) {
         remove_with_label(LABEL_RUN_ID, &self.run_id);
+        for network in self.networks() {
+            let _ = docker(&["network", "rm", &network]);
+        }
+        // Host rules the run left, and the chains they jump to.
+        for rule in self.host_rules() {
+            let Some((program, line)) = rule.split_once(": ") else {
+                continue;
+            };
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let mut delete = vec!["-w", "10", "-D"];
+            delete.extend(words.iter().skip(1));
+            let _ = Command::new(program).args(&delete).output();
+            if let Some(chain) = words
+                .windows(2)
+                .find(|w| w[0] == "-j" && w[1].starts_with("BOITATA-"))
+                .map(|w| w[1])
+            {
+                let _ = Command::new(program)
+                    .args(["-w", "10", "-F", chain])
+                    .output();
+                let _ = Command::new(program)
+                    .args(["-w", "10", "-X", chain])
+                    .output();
+            }
+        }
     }
 }

@@ -12,8 +12,6 @@ pub struct FakeModel {
     server: MockServer,
     base_path: &'static str,
     endpoint: &'static str,
-    /// The port, when the server listens on every interface.
-    all_interfaces_port: Option<u16>,
 }
 
 impl FakeModel {
@@ -24,26 +22,6 @@ impl FakeModel {
             server: MockServer::start().await,
             base_path: "/v1",
             endpoint: "/v1/chat/completions",
-            all_interfaces_port: None,
-        }
-    }
-
-    /// Like [`FakeModel::openai`], but listening on every interface (`0.0.0.0`), so
-    /// that a container on Docker's bridge reaches it through the host's gateway
-    /// address. [`FakeModel::base_url`] still names `127.0.0.1`, as a user's config
-    /// for a local model server would.
-    pub async fn openai_for_containers() -> Self {
-        let listener = std::net::TcpListener::bind("0.0.0.0:0")
-            .unwrap_or_else(|e| panic!("cannot listen on 0.0.0.0: {e}"));
-        let port = listener
-            .local_addr()
-            .unwrap_or_else(|e| panic!("listener address: {e}"))
-            .port();
-        FakeModel {
-            server: MockServer::builder().listener(listener).start().await,
-            base_path: "/v1",
-            endpoint: "/v1/chat/completions",
-            all_interfaces_port: Some(port),
         }
     }
 
@@ -54,16 +32,13 @@ impl FakeModel {
             server: MockServer::start().await,
             base_path: "",
             endpoint: "/v1/messages",
-            all_interfaces_port: None,
         }
     }
 
-    /// The `base_url` a provider should use.
+    /// The `base_url` a provider should use (on loopback: a sandbox cannot reach it;
+    /// agents in sandboxes reach it through the model gateway).
     pub fn base_url(&self) -> String {
-        match self.all_interfaces_port {
-            Some(port) => format!("http://127.0.0.1:{port}{}", self.base_path),
-            None => format!("{}{}", self.server.uri(), self.base_path),
-        }
+        format!("{}{}", self.server.uri(), self.base_path)
     }
 
     /// The path requests are expected on.

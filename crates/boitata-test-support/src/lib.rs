@@ -4,6 +4,7 @@
 //! - [`repo`]: real git repositories in temp dirs.
 //! - [`docker`]: Docker fixtures (skip locally / fail under `CI=true` without a
 //!   daemon, the base image, cleanup of a run's containers by label).
+//! - [`events`]: a [`Recorder`](events::Recorder) of a run's events.
 //! - [`server`]: a `boitata-server` process on a free port; [`browser`]: a
 //!   headless Chromium behind chromedriver for UI tests.
 //! - [`FakeModel`]: a real HTTP server ([`wiremock`]) standing in for a model API. Queue
@@ -41,6 +42,7 @@
 pub mod anthropic;
 pub mod browser;
 pub mod docker;
+pub mod events;
 mod fake_model;
 pub mod openai;
 pub mod repo;

@@ -13,6 +13,8 @@ use crate::node::{NodeContext, NodeError, NodeHandler, NodeOutcome};
 /// its `max_turns` (default: the config's `agent.max_turns`, which `--max-turns` sets;
 /// the node's own wins). Output: the agent's final message; outcome: success iff it
 /// ended its turn (running out of turns is a failure, with the reason as its error).
+/// Its model requests are charged to the run's budget ([`NodeContext::budget`]); a
+/// spent budget fails the node, and so the run.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostAgent;
 
@@ -28,7 +30,7 @@ impl NodeHandler for HostAgent {
         };
         let runtime = ctx.runtime()?;
         let workspace = Workspace::open(ctx.workspace()).map_err(NodeError::other)?;
-        let mut agent = runtime.agent();
+        let mut agent = runtime.agent().with_budget(ctx.budget().clone());
         if let Some(max_turns) = spec.max_turns {
             agent = agent.with_max_turns(max_turns);
         }

@@ -9,4 +9,4 @@ mod output;
 
 pub use agent::HostAgent;
 pub use exec::{HostExec, DEFAULT_PATH, EXEC_OUTPUT_TAIL_BYTES};
-pub use output::ExecOutputBuffer;
+pub use output::{ExecOutputBuffer, EXEC_OUTPUT_LINE_HOLD_BYTES};

@@ -245,7 +245,8 @@ nodes:
             _ => None,
         })
         .collect();
-    assert_eq!(chunks, ["\u{FFFD}", "\u{4E00} two\n"]);
+    // One line, one event (a line is held until it ends).
+    assert_eq!(chunks, ["\u{FFFD}\u{4E00} two\n"]);
 }
 
 /// Param defaults and `env` values written as plain numbers render as written:

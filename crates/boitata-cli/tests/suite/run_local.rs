@@ -610,3 +610,67 @@ fn a_run_as_root_warns_once_on_stderr() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_config_budget_stops_the_in_process_agent_with_the_event_and_exit_1() {
+    let repo = TempRepo::new();
+    let data = tempfile::tempdir().unwrap();
+    let script = write_script(data.path());
+    let config = data.path().join("budget.toml");
+    std::fs::write(&config, "[budget]\nrequests = 2\n").unwrap();
+    let output = boitata(data.path())
+        .args(["run", "x", "--json", "--config"])
+        .arg(&config)
+        .args(["--provider", "scripted", "--workspace"])
+        .arg(repo.path())
+        .arg("--script")
+        .arg(&script)
+        .output()
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let events = super::sandbox_support::events(&output.stdout);
+    let tool_calls = events
+        .iter()
+        .filter(|e| e.payload.kind() == "tool_call")
+        .count();
+    assert_eq!(tool_calls, 2, "two model requests were answered, no third");
+    let spent: Vec<&Event> = events
+        .iter()
+        .filter(|e| e.payload.kind() == "budget_exceeded")
+        .collect();
+    assert_eq!(spent.len(), 1, "{events:#?}");
+    let line = spent[0].to_json_line();
+    assert!(
+        line.contains(r#""budget":"requests","used":3,"limit":2"#),
+        "{line}"
+    );
+    match &events.last().unwrap().payload {
+        EventPayload::RunFinished {
+            status: RunStatus::Failed,
+            error: Some(error),
+        } => assert_eq!(error, "budget exceeded: requests 3 > 2"),
+        other => panic!("{other:?}"),
+    }
+
+    // Without the budget the same script runs to its end.
+    let free = boitata(data.path())
+        .args([
+            "run",
+            "x",
+            "--json",
+            "--provider",
+            "scripted",
+            "--workspace",
+        ])
+        .arg(repo.path())
+        .arg("--script")
+        .arg(&script)
+        .output()
+        .unwrap();
+    assert_eq!(free.status.code(), Some(0));
+}

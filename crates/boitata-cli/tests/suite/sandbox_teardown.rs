@@ -217,6 +217,9 @@ fn after_a_sigkill_mid_run_sandbox_gc_leaves_none() {
         1,
         "a SIGKILL leaves the sandbox behind"
     );
+    let network = format!("boitata-run-{run_id}");
+    assert_eq!(scope.networks(), vec![network.clone()], "and its network");
+    assert!(!scope.host_rules().is_empty(), "and its host rules");
 
     // The store still says `running`: only the dead owner tells it is an orphan.
     let shown = home
@@ -258,7 +261,13 @@ fn after_a_sigkill_mid_run_sandbox_gc_leaves_none() {
         "would remove {}",
         &ours[0]["id"].as_str().unwrap()[..12]
     )));
+    let dry_text = String::from_utf8_lossy(&dry.stdout);
+    assert!(
+        dry_text.contains(&format!("would remove network {network} (run {run_id})")),
+        "{dry_text}"
+    );
     assert_eq!(scope.containers().len(), 1, "a dry run removes nothing");
+    assert_eq!(scope.networks().len(), 1, "a dry run removes no network");
 
     let gc = home.boitata().args(["sandbox", "gc"]).output().unwrap();
     assert_eq!(
@@ -274,6 +283,16 @@ fn after_a_sigkill_mid_run_sandbox_gc_leaves_none() {
         "{text}"
     );
     assert_eq!(scope.containers(), Vec::<String>::new());
+    assert!(
+        text.contains(&format!("removed network {network} (run {run_id})")),
+        "{text}"
+    );
+    assert_eq!(scope.networks(), Vec::<String>::new());
+    assert_eq!(
+        scope.host_rules(),
+        Vec::<String>::new(),
+        "no host rule is left"
+    );
 
     // The run no longer looks live: gc recorded how it ended.
     let shown = home
@@ -372,4 +391,40 @@ fn sandbox_gc_keeps_the_sandboxes_of_live_runs() {
     }
     assert_eq!(child.wait().unwrap().code(), Some(130));
     assert_torn_down(&seen);
+}
+
+#[test]
+fn a_bridge_sandbox_is_called_not_isolated_and_a_run_network_one_is_not() {
+    let Some(_daemon) = daemon("cli_sandbox_bridge_not_isolated") else {
+        return;
+    };
+    let home = Home::new();
+    let blueprint = |network: &str| {
+        format!(
+            r#"name: net
+entry: box
+nodes:
+  box: {{ type: provision, image: "boitata-base:bookworm", memory: 256m{network} }}
+  hi: {{ type: exec, container: "{{box}}", command: "echo hi" }}
+edges:
+  - {{ from: box, to: hi }}
+"#
+        )
+    };
+    for (network, warned) in [(", network: bridge", true), ("", false)] {
+        let file = home.blueprint("net", &blueprint(network));
+        let output = home
+            .boitata()
+            .args(["run", "net", "--blueprint"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(0), "{stderr}");
+        assert_eq!(
+            stderr.contains("network bridge: not isolated"),
+            warned,
+            "{network:?}: {stderr}"
+        );
+    }
 }

@@ -6,29 +6,37 @@
 //!
 //! 1. makes a fresh **secret** (32 random bytes, hex) that the agent will demand of its
 //!    client, and adds it to the run's redactor so that no event can show it;
-//! 2. makes a private directory in the sandbox and uploads the agent's settings (the
-//!    run's config without any secret, its model URL made reachable from the sandbox)
+//! 2. for the `openai` and `anthropic` providers, gives the agent access to the model
+//!    through the orchestrator's [model gateway](crate::gateway): the run's grant
+//!    (made by its first such node, revoked when the run ends) holds the real key; the
+//!    agent gets the gateway's URL on the sandbox network's gateway address and the
+//!    run's gateway token, never the key;
+//! 3. makes a private directory in the sandbox and uploads the agent's settings (the
+//!    run's config without any secret, the gateway's URL as its `base_url`, no budget)
 //!    and, for the `scripted` provider, the script file;
-//! 3. starts `boitata-agent --addr 0.0.0.0:PORT --workspace DIR --config FILE` detached,
-//!    with the secret, the provider settings and the provider's API key in the
-//!    environment of that one process: never in the image, the sandbox's own
-//!    environment, its labels, a file or an event. Its stdout and stderr go to a log
-//!    file in the sandbox;
-//! 4. waits (at most [`DEFAULT_READY_TIMEOUT`]) until the agent answers `initialize` on
-//!    the port the sandbox publishes on host loopback, watching the process: when it
+//! 4. starts `boitata-agent --addr 0.0.0.0:PORT --workspace DIR --config FILE` detached,
+//!    with the secret, the provider settings and the gateway token in the environment
+//!    of that one process: never in the image, the sandbox's own environment, its
+//!    labels, a file or an event. Its stdout and stderr go to a log file in the
+//!    sandbox;
+//! 5. waits (at most [`DEFAULT_READY_TIMEOUT`]) until the agent answers `initialize` on
+//!    the sandbox's address on the run network (or the port it publishes on host
+//!    loopback on `bridge`), watching the process: when it
 //!    exits first, or never answers, the node fails with the tail of its log;
-//! 5. prompts it once ([`run_prompt_at`]), re-emitting each of its events (messages,
-//!    tool calls, tool results, usage) in order as events of this run and node;
-//!    cancelling the run (or the node's timeout) sends `session/cancel`;
-//! 6. stops the agent (SIGTERM, then SIGKILL), so that a later visit can start afresh.
+//! 6. prompts it once ([`run_prompt_at`]), re-emitting each of its events (messages,
+//!    tool calls, tool results) in order as events of this run and node; its `usage`
+//!    events are dropped when the gateway serves the run (the gateway emits the run's
+//!    own from the provider's answers), and relayed and charged to the run's budget
+//!    when not (`scripted`). Cancelling the run, the node's timeout, or the run's
+//!    budget running out sends `session/cancel`; a spent budget fails the node with
+//!    `budget exceeded: …`;
+//! 7. stops the agent (SIGTERM, then SIGKILL), so that a later visit can start afresh.
 //!
 //! DIR is the sandbox's working directory (the `provision` node's `workdir`, default
 //! `/workspace`), where `checkout` puts the code by default.
 //!
-//! A model server on the host's loopback (`http://127.0.0.1:11434/v1`) is not
-//! reachable from a sandbox: its `base_url` is given to the agent with the host
-//! replaced by [`HOST_GATEWAY_NAME`], which the `provision` node maps to the host's
-//! address on the bridge. The server must listen on that address too (`0.0.0.0`).
+//! The model server itself is only ever called from the host, by the gateway: one on
+//! the host's loopback (`http://127.0.0.1:11434/v1`) works as it is.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -42,9 +50,13 @@ use boitata_core::config::{Config, ProviderKind, ServerConfig};
 use boitata_core::event::SinkError;
 use boitata_core::{Event, EventPayload};
 
+use boitata_core::budget::{Budget, BudgetMeter};
+use tokio_util::sync::CancellationToken;
+
 use super::agent_process::{AgentProcess, AgentStatus, PrepareError, AGENT_PROGRAM};
+use super::model_access::ModelAccess;
 use super::{SandboxNodes, DEFAULT_AGENT_PORT};
-use crate::sandbox::{SandboxError, SandboxId, HOST_GATEWAY_NAME};
+use crate::sandbox::{SandboxError, SandboxId};
 
 /// How long the agent gets to answer `initialize` after it is started.
 pub const DEFAULT_READY_TIMEOUT: Duration = Duration::from_secs(60);
@@ -97,11 +109,12 @@ pub enum AgentSandboxError {
         /// The sandbox (short id).
         sandbox: String,
     },
-    /// The agent's port is not published by the sandbox.
+    /// The agent's port cannot be reached (a sandbox without network, another port).
     #[error(
-        "node {node:?}: port {port} of sandbox {sandbox} is not published on the host: \
-         agent_sandbox needs a sandbox provisioned on the bridge network (which publishes \
-         port {DEFAULT_AGENT_PORT}), and its port left out or set to {DEFAULT_AGENT_PORT}"
+        "node {node:?}: port {port} of sandbox {sandbox} cannot be reached: agent_sandbox \
+         needs a sandbox on the run network (the default) or bridge, where port \
+         {DEFAULT_AGENT_PORT} is open to the orchestrator, and its port left out or set to \
+         {DEFAULT_AGENT_PORT}"
     )]
     PortNotPublished {
         /// The node.
@@ -261,6 +274,14 @@ impl NodeHandler for AgentSandbox {
                 other => sandbox_failed("cannot find the agent's address", other),
             })?;
 
+        // The agent reaches the model through the run's gateway grant, never with the key.
+        let access = cancellable(
+            ctx,
+            self.nodes
+                .model_access(ctx, &sandbox, &config, api_key.map(|(_, key)| key)),
+        )
+        .await??;
+
         let agent = match cancellable(ctx, AgentProcess::prepare(backend, sandbox.clone())).await? {
             Ok(agent) => agent,
             Err(PrepareError::MissingAgent) => {
@@ -294,7 +315,7 @@ impl NodeHandler for AgentSandbox {
                 ctx,
                 LaunchSettings {
                     config,
-                    api_key,
+                    access,
                     script,
                     secret,
                     prompt: fields.prompt.clone(),
@@ -312,7 +333,7 @@ impl NodeHandler for AgentSandbox {
 /// What one launch needs besides where it happens.
 struct LaunchSettings {
     config: Config,
-    api_key: Option<(&'static str, String)>,
+    access: Option<ModelAccess>,
     script: Option<Vec<u8>>,
     secret: String,
     prompt: String,
@@ -337,7 +358,7 @@ impl Launch<'_> {
     ) -> Result<NodeOutcome, NodeError> {
         let LaunchSettings {
             config,
-            api_key,
+            access,
             script,
             secret,
             prompt,
@@ -347,7 +368,7 @@ impl Launch<'_> {
         let failed = |e: AgentSandboxError| NodeError::other(e);
 
         // Files first: the script (for `scripted`), then the settings.
-        let mut agent_config = sandbox_config(&config);
+        let mut agent_config = sandbox_config(&config, access.as_ref());
         if let Some(script) = &script {
             let path = cancellable(ctx, self.agent.upload("script.json", script))
                 .await?
@@ -369,7 +390,7 @@ impl Launch<'_> {
         .await?
         .map_err(|e| failed(self.sandbox_error("cannot upload the agent's settings", e)))?;
 
-        let env = launch_env(&agent_config, api_key, &secret);
+        let env = launch_env(&agent_config, access.as_ref(), &secret);
         let argv = vec![
             AGENT_PROGRAM.to_owned(),
             "--addr".to_owned(),
@@ -433,16 +454,21 @@ impl Launch<'_> {
             .secret(secret)
             .max_turns(max_turns.unwrap_or(config.agent.max_turns))
             .cancel_grace(CANCEL_GRACE);
-        let mut relay = Relay::new(ctx);
-        let turn = run_prompt_at(
-            self.addr,
-            prompt,
-            |event| relay.take(event),
-            ctx.cancel().clone(),
-        )
-        .await;
+        // The turn stops early when the run's budget is spent: by the wall clock, or
+        // by the usage the agent reports when no gateway counts it (`scripted`).
+        let turn_cancel = ctx.cancel().child_token();
+        let wall = wall_timer(ctx, turn_cancel.clone());
+        let mut relay = Relay::new(ctx, access.is_some(), turn_cancel.clone());
+        let turn = run_prompt_at(self.addr, prompt, |event| relay.take(event), turn_cancel).await;
+        wall.abort();
         if let Some(e) = relay.failure {
             return Err(NodeError::Event(e));
+        }
+        if let Some(exceeded) = ctx.budget().exceeded() {
+            ctx.budget()
+                .report(ctx.emitter(), Some(self.node))
+                .map_err(NodeError::Event)?;
+            return Err(NodeError::other(exceeded));
         }
         match turn {
             Ok(outcome) => Ok(node_outcome(outcome)),
@@ -477,18 +503,29 @@ impl Launch<'_> {
 }
 
 /// Re-emits the agent's events as this run's, tagged with the node.
+///
+/// When the model gateway serves the run, the agent's own `usage` events are dropped:
+/// the gateway emits the run's, from the provider's answers. Without a gateway
+/// (`scripted`), the agent's usage is relayed and charged to the run's budget, and
+/// the turn is cancelled when that spends it.
 struct Relay {
     emitter: boitata_core::Emitter,
     node: String,
+    gateway_counts_usage: bool,
+    budget: BudgetMeter,
+    turn: CancellationToken,
     /// The first event the run could not record: the node fails with it.
     failure: Option<SinkError>,
 }
 
 impl Relay {
-    fn new(ctx: &NodeContext) -> Self {
+    fn new(ctx: &NodeContext, gateway_counts_usage: bool, turn: CancellationToken) -> Self {
         Relay {
             emitter: ctx.emitter().clone(),
             node: ctx.node_id().to_owned(),
+            gateway_counts_usage,
+            budget: ctx.budget().clone(),
+            turn,
             failure: None,
         }
     }
@@ -496,22 +533,58 @@ impl Relay {
     fn take(&mut self, event: Event) {
         // The agent's own run bookkeeping (its per-prompt run id and seq) stays behind;
         // what it did becomes part of this run.
-        let relayed = matches!(
-            event.payload,
+        let relayed = match &event.payload {
             EventPayload::AgentMessage { .. }
-                | EventPayload::ToolCall { .. }
-                | EventPayload::ToolResult { .. }
-                | EventPayload::Usage { .. }
-                | EventPayload::Note { .. }
-                | EventPayload::ExecOutput { .. }
-        );
+            | EventPayload::ToolCall { .. }
+            | EventPayload::ToolResult { .. }
+            | EventPayload::Note { .. }
+            | EventPayload::ExecOutput { .. } => true,
+            EventPayload::Usage { .. } => !self.gateway_counts_usage,
+            _ => false,
+        };
         if !relayed || self.failure.is_some() {
             return;
         }
+        let usage = match &event.payload {
+            EventPayload::Usage {
+                input_tokens,
+                output_tokens,
+            } => Some((*input_tokens, *output_tokens)),
+            _ => None,
+        };
         if let Err(e) = self.emitter.emit(Some(&self.node), event.payload) {
             self.failure = Some(e);
+            return;
+        }
+        if let Some((input, output)) = usage {
+            let spent = self
+                .budget
+                .admit()
+                .and_then(|()| self.budget.charge(input, output));
+            if spent.is_err() {
+                if let Err(e) = self.budget.report(&self.emitter, Some(&self.node)) {
+                    self.failure = Some(e);
+                }
+                self.turn.cancel();
+            }
         }
     }
+}
+
+/// Cancels `turn` when the run's wall budget runs out (recording it as spent).
+fn wall_timer(ctx: &NodeContext, turn: CancellationToken) -> tokio::task::JoinHandle<()> {
+    let budget = ctx.budget().clone();
+    tokio::spawn(async move {
+        let Some(deadline) = budget.wall_deadline() else {
+            return;
+        };
+        tokio::time::sleep_until(tokio::time::Instant::from_std(deadline)).await;
+        // Just past the deadline, the wall budget is spent.
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        if budget.check().is_err() {
+            turn.cancel();
+        }
+    })
 }
 
 /// Success iff the turn ended with `end_turn`; the output is the final message.
@@ -599,27 +672,26 @@ fn new_secret() -> Result<String, String> {
 }
 
 /// The run's settings as the agent in the sandbox gets them: no secret (the API key
-/// is never serialized; the server's token and the data dir are dropped), and the
-/// model's URL reachable from the sandbox. The script path is set once uploaded.
-fn sandbox_config(config: &Config) -> Config {
+/// is never serialized; the server's token and the data dir are dropped), the model
+/// gateway's URL as the provider's `base_url`, and no budget (the orchestrator
+/// enforces the run's). The script path is set once uploaded.
+fn sandbox_config(config: &Config, access: Option<&ModelAccess>) -> Config {
     let mut agent = config.clone();
     agent.server = ServerConfig::default();
     agent.data_dir = None;
     agent.source = None;
+    agent.budget = Budget::default();
     agent.provider.api_key = None;
     agent.provider.script = None;
-    agent.provider.base_url = agent
-        .provider
-        .base_url
-        .as_deref()
-        .map(reachable_from_sandbox);
+    agent.provider.base_url = access.map(|access| access.base_url.clone());
     agent
 }
 
-/// The agent's launch environment: the provider settings, its API key, the secret.
+/// The agent's launch environment: the provider settings, the gateway token as its
+/// API key (never the provider's key), the secret.
 fn launch_env(
     config: &Config,
-    api_key: Option<(&'static str, String)>,
+    access: Option<&ModelAccess>,
     secret: &str,
 ) -> BTreeMap<String, String> {
     let mut env = BTreeMap::new();
@@ -642,60 +714,15 @@ fn launch_env(
     if let Some(script) = &config.provider.script {
         env.insert("BOITATA_SCRIPT".to_owned(), script.display().to_string());
     }
-    if let Some((variable, key)) = api_key {
-        env.insert(variable.to_owned(), key);
+    if let (Some(variable), Some(access)) = (config.provider.kind.api_key_variable(), access) {
+        env.insert(variable.to_owned(), access.token.clone());
     }
     env
-}
-
-/// `url` with a loopback or unspecified host (`localhost`, `127.0.0.1`, `[::1]`,
-/// `0.0.0.0`) replaced by [`HOST_GATEWAY_NAME`]; any other URL unchanged.
-pub fn reachable_from_sandbox(url: &str) -> String {
-    let Ok(mut parsed) = url::Url::parse(url) else {
-        return url.to_owned();
-    };
-    let on_host = match parsed.host() {
-        Some(url::Host::Domain(name)) => {
-            let name = name.trim_end_matches('.').to_ascii_lowercase();
-            name == "localhost" || name.ends_with(".localhost")
-        }
-        Some(url::Host::Ipv4(ip)) => ip.is_loopback() || ip.is_unspecified(),
-        Some(url::Host::Ipv6(ip)) => ip.is_loopback() || ip.is_unspecified(),
-        None => false,
-    };
-    if !on_host || parsed.set_host(Some(HOST_GATEWAY_NAME)).is_err() {
-        return url.to_owned();
-    }
-    parsed.to_string()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn loopback_model_urls_point_at_the_host_gateway() {
-        for (url, expected) in [
-            (
-                "http://127.0.0.1:11434/v1",
-                "http://host.docker.internal:11434/v1",
-            ),
-            (
-                "http://localhost:8080/v1",
-                "http://host.docker.internal:8080/v1",
-            ),
-            ("http://[::1]:9000/", "http://host.docker.internal:9000/"),
-            (
-                "http://0.0.0.0:1234/v1",
-                "http://host.docker.internal:1234/v1",
-            ),
-            ("https://api.openai.com/v1", "https://api.openai.com/v1"),
-            ("http://10.0.0.5:8000/v1", "http://10.0.0.5:8000/v1"),
-            ("not a url", "not a url"),
-        ] {
-            assert_eq!(reachable_from_sandbox(url), expected, "{url}");
-        }
-    }
 
     #[test]
     fn secrets_are_fresh_hex() {
@@ -714,11 +741,21 @@ mod tests {
         config.provider.base_url = Some("http://127.0.0.1:9/v1".into());
         config.data_dir = Some("/home/me/.local/share/boitata".into());
         config.provider.stream = boitata_core::config::StreamMode::Never;
-        let text = toml::to_string(&sandbox_config(&config)).unwrap();
+        config.budget.tokens = Some(1000);
+        let access = ModelAccess {
+            base_url: "http://172.17.0.1:4567/v1".into(),
+            token: "bgw-0123456789abcdef".into(),
+        };
+        let text = toml::to_string(&sandbox_config(&config, Some(&access))).unwrap();
         assert!(!text.contains("sk-test"), "{text}");
         assert!(!text.contains("server-token"), "{text}");
         assert!(!text.contains("/home/me"), "{text}");
-        assert!(text.contains("http://host.docker.internal:9/v1"), "{text}");
+        assert!(!text.contains("127.0.0.1:9"), "{text}");
+        assert!(
+            !text.contains("bgw-"),
+            "the token is in the environment only: {text}"
+        );
+        assert!(text.contains("http://172.17.0.1:4567/v1"), "{text}");
         let back: Config = toml::from_str(&text).unwrap();
         assert_eq!(back.agent, config.agent);
         assert_eq!(back.tools, config.tools);
@@ -728,10 +765,14 @@ mod tests {
             boitata_core::config::StreamMode::Never
         );
         assert_eq!(launch_env(&config, None, "s")["BOITATA_STREAM"], "false");
+        assert!(
+            back.budget.is_unlimited(),
+            "the orchestrator enforces the budget"
+        );
     }
 
     #[test]
-    fn the_launch_environment_carries_the_provider_key_and_secret() {
+    fn the_launch_environment_carries_the_gateway_token_and_secret() {
         let mut config = Config::default();
         config.provider.kind = ProviderKind::Scripted;
         config.provider.script = Some("/tmp/boitata-agent.x/script.json".into());
@@ -740,12 +781,14 @@ mod tests {
         assert_eq!(env["BOITATA_PROVIDER"], "scripted");
         assert_eq!(env["BOITATA_SCRIPT"], "/tmp/boitata-agent.x/script.json");
         assert!(!env.contains_key("BOITATA_BASE_URL"));
-        let env = launch_env(
-            &Config::default(),
-            Some(("OPENAI_API_KEY", "sk-x".into())),
-            "s",
-        );
-        assert_eq!(env["OPENAI_API_KEY"], "sk-x");
+        let access = ModelAccess {
+            base_url: "http://172.17.0.1:4567/v1".into(),
+            token: "bgw-0123456789abcdef".into(),
+        };
+        let config = sandbox_config(&Config::default(), Some(&access));
+        let env = launch_env(&config, Some(&access), "s");
+        assert_eq!(env["OPENAI_API_KEY"], "bgw-0123456789abcdef");
+        assert_eq!(env["BOITATA_BASE_URL"], "http://172.17.0.1:4567/v1");
         assert_eq!(env["BOITATA_PROVIDER"], "openai");
     }
 }

@@ -6,8 +6,10 @@
 //!   host with `git bundle create` (which only reads the repository), uploaded into
 //!   the sandbox as a tar archive, and cloned there. Nothing is mounted, and the host
 //!   repository is never written to. Uncommitted changes are not part of a clone.
-//! - A **git URL** (`https://…`, `ssh://…`, `git@host:path`): cloned inside the
-//!   sandbox, which needs the `bridge` network.
+//! - A **git URL** (`https://…`, `ssh://…`, `git@host:path`): cloned *on the host*
+//!   (a bare clone in a temporary directory, with the host's git settings and
+//!   credentials, `ext::` transports refused, no prompt), then bundled and uploaded
+//!   like a host path. The sandbox needs no egress for it.
 //!
 //! Without `ref` the sandbox gets what the host has checked out (the branch, or the
 //! detached commit) or, for a URL, the remote's default branch; with `ref` that
@@ -26,7 +28,7 @@ use super::SandboxNodes;
 use crate::archive;
 use crate::sandbox::{ExecSpec, ExecStatus, SandboxId, DEFAULT_WORKDIR};
 
-/// Clones `$1` (a bundle file or URL) into `$2`, checks out `$3` if set, removes the
+/// Clones `$1` (an uploaded bundle file) into `$2`, checks out `$3` if set, removes the
 /// directory `$4` if set (the uploaded bundle), and prints the commit.
 const CLONE_SCRIPT: &str = r#"set -e
 src=$1 dest=$2 ref=$3 upload=$4
@@ -59,7 +61,7 @@ impl Checkout {
 enum Source {
     /// A repository on the host.
     HostPath(PathBuf),
-    /// A URL for `git clone` inside the sandbox.
+    /// A URL, cloned on the host.
     Remote(String),
 }
 
@@ -101,32 +103,47 @@ impl NodeHandler for Checkout {
         }
 
         let repo = fields.repo.trim();
-        let (src, upload_dir) = match source(repo, ctx.workspace()) {
-            Source::Remote(url) => (url, None),
-            Source::HostPath(path) => {
-                let packed = tokio::select! {
-                    () = ctx.cancel().cancelled() => return Err(NodeError::Cancelled),
-                    packed = pack_host_repo(&path) => packed.map_err(invalid)?,
-                };
-                if git_ref.is_none() {
-                    git_ref = Some(packed.head);
-                }
-                let upload_dir = format!("/tmp/boitata-checkout-{}", uuid::Uuid::now_v7().simple());
-                let tar =
-                    archive::single_file("repo.bundle", &packed.bundle, 0o644).map_err(|e| {
-                        NodeError::Io {
-                            action: format!(
-                                "node {:?}: cannot archive the bundle of {}",
-                                node.id,
-                                path.display()
-                            ),
-                            source: e,
-                        }
+        // A URL is cloned on the host first; the clone then goes in as a host path.
+        let mut fetched = None;
+        let path = match source(repo, ctx.workspace()) {
+            Source::Remote(url) => {
+                let dir = tempfile::Builder::new()
+                    .prefix("boitata-checkout-")
+                    .tempdir()
+                    .map_err(|e| NodeError::Io {
+                        action: format!(
+                            "node {:?}: cannot make a directory to clone {url} in",
+                            node.id
+                        ),
+                        source: e,
                     })?;
-                self.upload(&id, tar, &upload_dir, ctx).await?;
-                (format!("{upload_dir}/repo.bundle"), Some(upload_dir))
+                let clone = tokio::select! {
+                    () = ctx.cancel().cancelled() => return Err(NodeError::Cancelled),
+                    cloned = clone_on_host(&url, dir.path()) => cloned.map_err(invalid)?,
+                };
+                fetched = Some(dir);
+                clone
             }
+            Source::HostPath(path) => path,
         };
+        let packed = tokio::select! {
+            () = ctx.cancel().cancelled() => return Err(NodeError::Cancelled),
+            packed = pack_host_repo(&path) => packed.map_err(invalid)?,
+        };
+        // The host clone (if any) is no longer needed.
+        drop(fetched);
+        if git_ref.is_none() {
+            git_ref = Some(packed.head);
+        }
+        let upload_dir = format!("/tmp/boitata-checkout-{}", uuid::Uuid::now_v7().simple());
+        let tar = archive::single_file("repo.bundle", &packed.bundle, 0o644).map_err(|e| {
+            NodeError::Io {
+                action: format!("node {:?}: cannot archive the bundle of {repo}", node.id),
+                source: e,
+            }
+        })?;
+        self.upload(&id, tar, &upload_dir, ctx).await?;
+        let src = format!("{upload_dir}/repo.bundle");
 
         let spec = ExecSpec::new([
             "sh".to_owned(),
@@ -136,7 +153,7 @@ impl NodeHandler for Checkout {
             src,
             dest.clone(),
             git_ref.unwrap_or_default(),
-            upload_dir.unwrap_or_default(),
+            upload_dir,
         ])
         .cancel_on(ctx.cancel().clone());
         let mut output = EventOutput::new(ctx.emitter().clone(), ctx.node_id());
@@ -222,6 +239,25 @@ fn percent_decode(text: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// Clones `url` bare into `dir/repo.git` on the host, never prompting, refusing the
+/// `ext::` transport (which runs commands); the clone's path.
+async fn clone_on_host(url: &str, dir: &Path) -> Result<PathBuf, String> {
+    let args = [
+        "-c",
+        "protocol.ext.allow=never",
+        "clone",
+        "--bare",
+        "--quiet",
+        "--",
+        url,
+        "repo.git",
+    ];
+    git_bytes(dir, &args).await.map_err(|e| {
+        format!("repo {url}: git clone on the host failed ({e}): check the URL and the host's access to it")
+    })?;
+    Ok(dir.join("repo.git"))
+}
+
 /// A host repository packed for the sandbox.
 struct Packed {
     /// `git bundle` of `HEAD`, branches and tags.
@@ -304,8 +340,8 @@ async fn git(path: &Path, args: &[&str]) -> Result<String, String> {
         .map(|out| String::from_utf8_lossy(&out).into_owned())
 }
 
-/// Runs `git -C path ARGS` on the host with a closed stdin; its stdout, or its stderr
-/// as the error.
+/// Runs `git -C path ARGS` on the host with a closed stdin and no prompt; its stdout,
+/// or its stderr as the error.
 async fn git_bytes(path: &Path, args: &[&str]) -> Result<Vec<u8>, String> {
     let output = Command::new("git")
         .arg("-C")
@@ -314,6 +350,7 @@ async fn git_bytes(path: &Path, args: &[&str]) -> Result<Vec<u8>, String> {
         .env_remove("GIT_DIR")
         .env_remove("GIT_WORK_TREE")
         .env_remove("GIT_INDEX_FILE")
+        .env("GIT_TERMINAL_PROMPT", "0")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -24,6 +24,7 @@ mod agent_process;
 pub mod agent_sandbox;
 pub mod checkout;
 pub mod exec;
+mod model_access;
 mod output;
 pub mod provision;
 
@@ -35,6 +36,7 @@ use boitata_blueprint::{
     Blueprint, HandlerKind, NodeContext, NodeError, NodeHandlers, RunEnding, RunHooks,
 };
 
+use crate::gateway::{GatewayError, ModelGateway};
 use crate::sandbox::{Sandbox, SandboxId};
 use crate::tracking::RunSandboxes;
 
@@ -52,6 +54,10 @@ pub struct SandboxNodes {
 struct Shared {
     backend: Arc<dyn Sandbox>,
     runs: Mutex<HashMap<String, RunSandboxes>>,
+    /// The model gateway, made when an agent first needs it.
+    gateway: Mutex<Option<ModelGateway>>,
+    /// Each live run's gateway token, by run id.
+    gateway_tokens: Mutex<HashMap<String, String>>,
 }
 
 impl std::fmt::Debug for SandboxNodes {
@@ -70,6 +76,8 @@ impl SandboxNodes {
             shared: Arc::new(Shared {
                 backend,
                 runs: Mutex::new(HashMap::new()),
+                gateway: Mutex::new(None),
+                gateway_tokens: Mutex::new(HashMap::new()),
             }),
         }
     }
@@ -77,6 +85,32 @@ impl SandboxNodes {
     /// The backend.
     pub fn backend(&self) -> &Arc<dyn Sandbox> {
         &self.shared.backend
+    }
+
+    /// The model gateway through which agents in this backend's sandboxes reach the
+    /// model (one per process: made on first use, then shared).
+    ///
+    /// # Errors
+    /// [`GatewayError::Client`] when its HTTP client cannot be built.
+    pub fn gateway(&self) -> Result<ModelGateway, GatewayError> {
+        let mut gateway = self
+            .shared
+            .gateway
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(existing) = gateway.as_ref() {
+            return Ok(existing.clone());
+        }
+        let made = ModelGateway::new()?;
+        *gateway = Some(made.clone());
+        Ok(made)
+    }
+
+    fn lock_gateway_tokens(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
+        self.shared
+            .gateway_tokens
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
     }
 
     /// Registers the `provision`, `checkout`, in-container `exec` and `agent_sandbox`

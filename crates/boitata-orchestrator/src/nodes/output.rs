@@ -84,12 +84,28 @@ mod tests {
         let emitter = Emitter::new("r", Some(chunks.clone()), Redactor::default());
         let mut out = EventOutput::new(emitter, "n");
         let e = "é".as_bytes();
-        out.output(OutputStream::Stdout, &[b'a', e[0]]);
+        out.output(OutputStream::Stdout, &[b'a', b'\n', e[0]]);
         out.output(OutputStream::Stdout, &[e[1], b'b']);
         out.output(OutputStream::Stderr, b"err");
         let (stdout, stderr) = out.finish();
-        assert_eq!(stdout, "aéb");
+        assert_eq!(stdout, "a\néb");
         assert_eq!(stderr, "err");
-        assert_eq!(*chunks.0.lock().unwrap(), vec!["a", "éb", "err"]);
+        assert_eq!(*chunks.0.lock().unwrap(), vec!["a\n", "éb", "err"]);
+    }
+
+    /// A command that writes a secret in two pieces (two writes, two reads) must not
+    /// get it into `exec_output` events half by half, past the redactor.
+    #[test]
+    fn a_secret_written_in_two_pieces_is_masked_whole() {
+        let chunks = Arc::new(Chunks::default());
+        let redactor = Redactor::new(["my-custom-secret-value-42"]);
+        let emitter = Emitter::new("r", Some(chunks.clone()), redactor);
+        let mut out = EventOutput::new(emitter, "n");
+        out.output(OutputStream::Stdout, b"key: my-custom-s");
+        out.output(OutputStream::Stdout, b"ecret-value-42\nmore");
+        out.finish();
+        let emitted = chunks.0.lock().unwrap().concat();
+        assert!(!emitted.contains("my-custom-s"), "{emitted}");
+        assert_eq!(emitted, "key: [REDACTED]\nmore");
     }
 }

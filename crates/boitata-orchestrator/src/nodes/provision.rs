@@ -1,20 +1,30 @@
 //! `provision`: create a sandbox. Output: the sandbox id.
 //!
 //! Fields: `image` (never pulled: it must exist locally), `cpus`, `memory`, `pids`,
-//! `network` (`bridge`, the default, or `none`), `workdir` (default `/workspace`), and
-//! the common `env` (the sandbox's own environment: no secrets). Every limit not set
-//! takes the backend default ([`Limits`](crate::Limits)); capabilities are all
-//! dropped and `no-new-privileges` is set. On `bridge`, port
-//! [`DEFAULT_AGENT_PORT`] is published on host loopback for
-//! an `agent_sandbox` node, and the name
-//! [`HOST_GATEWAY_NAME`] (`host.docker.internal`) resolves to
-//! the host's address on the bridge, where a model server on the host can be reached.
+//! `network`, `egress`, `allow`, `allow_all`, `workdir` (default `/workspace`), and the
+//! common `env` (the sandbox's own environment: no secrets). Every limit not set takes
+//! the backend default ([`Limits`](crate::Limits)); capabilities are all dropped and
+//! `no-new-privileges` is set.
+//!
+//! - `network: run` (the default): the run's own network (see [`crate::network`]);
+//!   the orchestrator reaches port [`DEFAULT_AGENT_PORT`] (for an `agent_sandbox`
+//!   node) on the sandbox's address there, and [`HOST_GATEWAY_NAME`] resolves to the
+//!   network's gateway address. `egress` says what else it reaches: `gateway` (the
+//!   default: the ports the run opens on the gateway address), `none` (nothing on the
+//!   host), `allow` (also the `allow` list, or everything with `allow_all: true`,
+//!   through the egress proxy; see [`crate::egress`]).
+//! - `network: none`: no network at all.
+//! - `network: bridge`: Docker's shared bridge, **not isolated**: an explicit opt-out,
+//!   which the run's `sandbox_provisioned` event marks. Port [`DEFAULT_AGENT_PORT`] is
+//!   published on host loopback and [`HOST_GATEWAY_NAME`] resolves to the host's
+//!   address on the bridge.
 
 use async_trait::async_trait;
 use boitata_blueprint::{Node, NodeContext, NodeError, NodeHandler, NodeOutcome, NodeSpec};
 
 use super::{SandboxNodes, DEFAULT_AGENT_PORT};
-use crate::sandbox::{Network, SandboxSpec, HOST_GATEWAY, HOST_GATEWAY_NAME};
+use crate::egress::EgressPolicy;
+use crate::sandbox::{Egress, Network, SandboxSpec, HOST_GATEWAY, HOST_GATEWAY_NAME};
 
 /// The `provision` handler.
 #[derive(Debug, Clone)]
@@ -71,16 +81,41 @@ fn sandbox_spec(
         spec.workdir = workdir.trim().to_owned();
     }
     spec.network = match fields.network.as_deref().map(str::trim) {
-        None | Some("bridge") => Network::Bridge,
+        None | Some("run") => Network::Run,
+        Some("bridge") => Network::Bridge,
         Some("none") => Network::None,
         Some(other) => {
             return Err(invalid(format!(
-                "network {other:?} is not supported: use bridge or none"
+                "network {other:?} is not supported: use run (the default), none or bridge"
             )))
         }
     };
-    if spec.network == Network::Bridge {
+    spec.egress = match fields.egress.as_deref().map(str::trim) {
+        None | Some("gateway") => Egress::Gateway,
+        Some("none") => Egress::None,
+        Some("allow") => Egress::Allow(
+            EgressPolicy::new(
+                fields.allow.as_deref().unwrap_or_default(),
+                fields.allow_all == Some(true),
+            )
+            .map_err(invalid)?,
+        ),
+        Some(other) => {
+            return Err(invalid(format!(
+                "egress {other:?} is not supported: use none, gateway or allow"
+            )))
+        }
+    };
+    if spec.network != Network::Run && fields.egress.is_some() {
+        return Err(invalid(format!(
+            "egress applies to the run's own network, not to network {}",
+            spec.network.as_str()
+        )));
+    }
+    if spec.network != Network::None {
         spec.ports.push(DEFAULT_AGENT_PORT);
+    }
+    if spec.network == Network::Bridge {
         // So that an agent inside can reach a model server on the host.
         spec.extra_hosts
             .insert(HOST_GATEWAY_NAME.to_owned(), HOST_GATEWAY.to_owned());

@@ -27,20 +27,26 @@ use boitata_core::OutputStream;
 use bollard::container::LogOutput;
 use bollard::errors::Error as BollardError;
 use bollard::exec::{CreateExecOptions, StartExecResults};
-use bollard::models::{ContainerCreateBody, HostConfig, PortBinding};
+use bollard::models::{
+    ContainerCreateBody, HostConfig, NetworkCreateRequest, NetworkDisconnectRequest, PortBinding,
+};
 use bollard::query_parameters::{
-    CreateContainerOptions, InspectContainerOptions, ListContainersOptions, RemoveContainerOptions,
-    UploadToContainerOptions,
+    CreateContainerOptions, InspectContainerOptions, InspectNetworkOptions, ListContainersOptions,
+    ListNetworksOptions, RemoveContainerOptions, UploadToContainerOptions,
 };
 use bollard::Docker;
 use futures::StreamExt;
 use tokio::sync::OnceCell;
 
 use super::{
-    ExecSpec, ExecStatus, Network, OutputSink, Sandbox, SandboxError, SandboxId, SandboxInfo,
-    SandboxSpec, CREATED_BY, EXEC_MARKER_ENV, LABEL_CREATED_BY, LABEL_HOST, LABEL_NODE, LABEL_PID,
-    LABEL_PID_START, LABEL_RUN_ID,
+    run_network_name, ExecSpec, ExecStatus, Network, OutputSink, RunNetworkInfo, Sandbox,
+    SandboxError, SandboxId, SandboxInfo, SandboxSpec, CREATED_BY, EXEC_MARKER_ENV,
+    LABEL_CREATED_BY, LABEL_HOST, LABEL_NODE, LABEL_PID, LABEL_PID_START, LABEL_RUN_ID,
+    RUN_NETWORK_PREFIX,
 };
+
+/// The network option naming a bridge network's Linux interface.
+const BRIDGE_NAME_OPTION: &str = "com.docker.network.bridge.name";
 
 /// Where the Docker daemon is when `DOCKER_HOST` is unset.
 pub const DEFAULT_DOCKER_HOST: &str = "unix:///var/run/docker.sock";
@@ -167,11 +173,18 @@ impl DockerBackend {
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        labels.insert(LABEL_CREATED_BY.into(), CREATED_BY.into());
-        labels.insert(LABEL_RUN_ID.into(), spec.run_id.clone());
+        labels.extend(self.owner_labels(&spec.run_id));
         if let Some(node) = &spec.node {
             labels.insert(LABEL_NODE.into(), node.clone());
         }
+        labels
+    }
+
+    /// The labels of everything made for run `run_id`: who made it, for which run.
+    fn owner_labels(&self, run_id: &str) -> HashMap<String, String> {
+        let mut labels = HashMap::new();
+        labels.insert(LABEL_CREATED_BY.into(), CREATED_BY.into());
+        labels.insert(LABEL_RUN_ID.into(), run_id.to_owned());
         labels.insert(LABEL_PID.into(), self.owner_pid.to_string());
         if let Some(start) = self.owner_start {
             labels.insert(LABEL_PID_START.into(), start.to_string());
@@ -311,6 +324,10 @@ impl Sandbox for DockerBackend {
         }
         let (exposed_ports, port_bindings) = if spec.ports.is_empty() {
             (None, None)
+        } else if spec.network == Network::Run {
+            // Reached on the sandbox's own address on the run network: nothing published.
+            let keys: Vec<String> = spec.ports.iter().map(|p| format!("{p}/tcp")).collect();
+            (Some(keys), None)
         } else {
             let keys: Vec<String> = spec.ports.iter().map(|p| format!("{p}/tcp")).collect();
             let bindings = keys
@@ -338,7 +355,10 @@ impl Sandbox for DockerBackend {
             memory: Some(memory),
             memory_swap: Some(memory),
             nano_cpus: Some((cpus * 1e9).round() as i64),
-            network_mode: Some(spec.network.as_str().into()),
+            network_mode: Some(match spec.network {
+                Network::Run => run_network_name(&spec.run_id),
+                other => other.as_str().into(),
+            }),
             port_bindings,
             publish_all_ports: Some(false),
             auto_remove: Some(false),
@@ -378,7 +398,9 @@ impl Sandbox for DockerBackend {
             )
             .await
             .map_err(|e| {
-                if status_code(&e) == Some(404) {
+                if let Some(missing) = missing_run_network(spec, &e) {
+                    missing
+                } else if status_code(&e) == Some(404) {
                     SandboxError::ImageNotFound {
                         image: spec.image.clone(),
                     }
@@ -391,7 +413,8 @@ impl Sandbox for DockerBackend {
             tracing::warn!(sandbox = %id.short(), "docker: {warning}");
         }
         if let Err(e) = docker.start_container(id.as_str(), None).await {
-            let err = self.error("start container", e);
+            let err =
+                missing_run_network(spec, &e).unwrap_or_else(|| self.error("start container", e));
             if let Err(cleanup) = self.destroy(&id).await {
                 tracing::warn!(sandbox = %id.short(), "removing a container that failed to start: {cleanup}");
             }
@@ -513,6 +536,23 @@ impl Sandbox for DockerBackend {
             .await
             .map_err(|e| self.container_error("inspect container", id, e))?;
         let key = format!("{port}/tcp");
+        let exposed = inspect
+            .config
+            .as_ref()
+            .and_then(|c| c.exposed_ports.as_ref())
+            .is_some_and(|ports| ports.contains(&key));
+        let run_address = run_network_address(&inspect);
+        if let Some(address) = run_address {
+            // On the run network: the orchestrator reaches the sandbox's own address.
+            return if exposed {
+                Ok(SocketAddr::new(address, port))
+            } else {
+                Err(SandboxError::PortNotPublished {
+                    id: id.to_string(),
+                    port,
+                })
+            };
+        }
         let binding = inspect
             .network_settings
             .and_then(|n| n.ports)
@@ -533,6 +573,21 @@ impl Sandbox for DockerBackend {
             id: id.to_string(),
             port,
         })
+    }
+
+    async fn gateway_address(&self, id: &SandboxId) -> Result<IpAddr, SandboxError> {
+        let docker = self.client().await?;
+        let inspect = docker
+            .inspect_container(id.as_str(), None::<InspectContainerOptions>)
+            .await
+            .map_err(|e| self.container_error("inspect container", id, e))?;
+        inspect
+            .network_settings
+            .and_then(|n| n.networks)
+            .into_iter()
+            .flat_map(|networks| networks.into_values())
+            .find_map(|network| network.gateway?.parse::<IpAddr>().ok())
+            .ok_or_else(|| SandboxError::NoNetwork { id: id.to_string() })
     }
 
     async fn upload(&self, id: &SandboxId, tar: Vec<u8>, dest: &str) -> Result<(), SandboxError> {
@@ -635,6 +690,183 @@ impl Sandbox for DockerBackend {
             })
             .collect())
     }
+
+    async fn create_run_network(&self, run_id: &str) -> Result<RunNetworkInfo, SandboxError> {
+        let docker = self.client().await?;
+        let name = run_network_name(run_id);
+        let created = docker
+            .create_network(NetworkCreateRequest {
+                name: name.clone(),
+                driver: Some("bridge".into()),
+                internal: Some(true),
+                attachable: Some(false),
+                enable_ipv6: Some(false),
+                labels: Some(self.owner_labels(run_id)),
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| self.error("create network", e))?;
+        if !created.warning.is_empty() {
+            tracing::warn!(network = %name, "docker: {}", created.warning);
+        }
+        let info = self.run_network_info(docker, &created.id).await;
+        if info.is_err() {
+            if let Err(e) = docker.remove_network(&created.id).await {
+                tracing::warn!(network = %name, "removing a network that could not be read: {e}");
+            }
+        }
+        info
+    }
+
+    async fn remove_run_network(&self, name: &str) -> Result<(), SandboxError> {
+        let docker = self.client().await?;
+        // Usually its sandboxes are gone already: one call.
+        match docker.remove_network(name).await {
+            Ok(()) => return Ok(()),
+            Err(e) if status_code(&e) == Some(404) => return Ok(()),
+            Err(e) => {
+                tracing::debug!(network = %name, "removing the network: {e}; disconnecting what is on it")
+            }
+        }
+        let inspect = match docker
+            .inspect_network(name, None::<InspectNetworkOptions>)
+            .await
+        {
+            Ok(inspect) => inspect,
+            Err(e) if status_code(&e) == Some(404) => return Ok(()),
+            Err(e) => return Err(self.error("inspect network", e)),
+        };
+        for container in inspect.containers.unwrap_or_default().into_keys() {
+            let disconnect = docker
+                .disconnect_network(
+                    name,
+                    NetworkDisconnectRequest {
+                        container,
+                        force: Some(true),
+                    },
+                )
+                .await;
+            if let Err(e) = disconnect {
+                if !matches!(status_code(&e), Some(404)) {
+                    tracing::debug!(network = %name, "disconnecting a container: {e}");
+                }
+            }
+        }
+        match docker.remove_network(name).await {
+            Ok(()) => Ok(()),
+            Err(e) if status_code(&e) == Some(404) => Ok(()),
+            Err(e) => Err(self.error("remove network", e)),
+        }
+    }
+
+    async fn run_network_address(&self, id: &SandboxId) -> Result<Option<IpAddr>, SandboxError> {
+        let docker = self.client().await?;
+        let inspect = docker
+            .inspect_container(id.as_str(), None::<InspectContainerOptions>)
+            .await
+            .map_err(|e| self.container_error("inspect container", id, e))?;
+        Ok(run_network_address(&inspect))
+    }
+
+    async fn list_run_networks(&self) -> Result<Vec<RunNetworkInfo>, SandboxError> {
+        let docker = self.client().await?;
+        let networks = docker
+            .list_networks(Some(ListNetworksOptions {
+                filters: Some(HashMap::from([(
+                    "label".to_owned(),
+                    vec![format!("{LABEL_CREATED_BY}={CREATED_BY}")],
+                )])),
+            }))
+            .await
+            .map_err(|e| self.error("list networks", e))?;
+        let mut found = Vec::new();
+        for network in networks {
+            let Some(name) = network.name else { continue };
+            if !name.starts_with(RUN_NETWORK_PREFIX) {
+                continue;
+            }
+            match self.run_network_info(docker, &name).await {
+                Ok(info) => found.push(info),
+                // Removed between the list and the inspect: gone is fine.
+                Err(SandboxError::Backend { .. }) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(found)
+    }
+}
+
+impl DockerBackend {
+    /// Reads a run network's record from the daemon.
+    async fn run_network_info(
+        &self,
+        docker: &Docker,
+        name: &str,
+    ) -> Result<RunNetworkInfo, SandboxError> {
+        let inspect = docker
+            .inspect_network(name, None::<InspectNetworkOptions>)
+            .await
+            .map_err(|e| self.error("inspect network", e))?;
+        let id = inspect.id.unwrap_or_default();
+        let gateway = inspect
+            .ipam
+            .and_then(|ipam| ipam.config)
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|config| config.gateway?.parse::<IpAddr>().ok())
+            .find(IpAddr::is_ipv4);
+        let interface = inspect
+            .options
+            .as_ref()
+            .and_then(|o| o.get(BRIDGE_NAME_OPTION).cloned())
+            .or_else(|| id.get(..12).map(|short| format!("br-{short}")));
+        Ok(RunNetworkInfo {
+            id,
+            name: inspect.name.unwrap_or_else(|| name.to_owned()),
+            gateway,
+            interface,
+            labels: inspect.labels.unwrap_or_default().into_iter().collect(),
+        })
+    }
+}
+
+/// A container's address on the run network it is on, if any.
+fn run_network_address(inspect: &bollard::models::ContainerInspectResponse) -> Option<IpAddr> {
+    inspect
+        .network_settings
+        .as_ref()
+        .and_then(|n| n.networks.as_ref())
+        .and_then(|networks| {
+            networks
+                .iter()
+                .find(|(name, _)| name.starts_with(RUN_NETWORK_PREFIX))
+                .and_then(|(_, endpoint)| endpoint.ip_address.as_deref()?.parse::<IpAddr>().ok())
+        })
+}
+
+/// The error for a sandbox on [`Network::Run`] whose run network does not exist, when
+/// the daemon's answer `e` (to creating or starting it) says so.
+fn missing_run_network(spec: &SandboxSpec, e: &BollardError) -> Option<SandboxError> {
+    let BollardError::DockerResponseServerError {
+        status_code: 404,
+        message,
+    } = e
+    else {
+        return None;
+    };
+    if spec.network != Network::Run || !message.contains("network") {
+        return None;
+    }
+    Some(SandboxError::Backend {
+        backend: BACKEND,
+        operation: "provision",
+        source: format!(
+            "network {} does not exist: provision through the run's tracker \
+             (RunSandboxes), which creates it, or choose network bridge or none",
+            run_network_name(&spec.run_id)
+        )
+        .into(),
+    })
 }
 
 /// A readable, unique container name: `boitata-NODE-RANDOM`.

@@ -5,8 +5,10 @@
 //! trait is deliberately small: [`provision`](Sandbox::provision),
 //! [`exec`](Sandbox::exec), [`endpoint`](Sandbox::endpoint),
 //! [`upload`](Sandbox::upload), [`destroy`](Sandbox::destroy) and
-//! [`list`](Sandbox::list). Everything else (checkouts, teardown, the reaper) is built
-//! on top of it.
+//! [`list`](Sandbox::list), plus run networks
+//! ([`create_run_network`](Sandbox::create_run_network) and its kin, which a backend
+//! without networks need not provide). Everything else (checkouts, teardown, host
+//! rules, the egress proxy, the reaper) is built on top of it.
 //!
 //! Every sandbox carries labels ([`LABEL_RUN_ID`], [`LABEL_NODE`],
 //! [`LABEL_CREATED_BY`], [`LABEL_PID`], [`LABEL_HOST`]) so that the reaper can find the
@@ -14,7 +16,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -46,8 +48,9 @@ pub const LABEL_HOST: &str = "boitata.host";
 /// The address, in [`SandboxSpec::extra_hosts`], that stands for the host machine as
 /// the sandbox's network reaches it (the bridge's gateway on Docker).
 pub const HOST_GATEWAY: &str = "host-gateway";
-/// The name a sandbox on the `bridge` network reaches the host by (the
-/// `provision` node maps it to [`HOST_GATEWAY`]), as Docker Desktop names it too.
+/// The name a sandbox reaches the host by, as Docker Desktop names it too: on its run
+/// network the network's gateway address ([`RunSandboxes`](crate::RunSandboxes) maps
+/// it), on `bridge` [`HOST_GATEWAY`] (the `provision` node maps it).
 pub const HOST_GATEWAY_NAME: &str = "host.docker.internal";
 
 /// The working directory a sandbox starts in, and the default checkout destination.
@@ -100,23 +103,80 @@ impl From<String> for SandboxId {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Network {
+    /// The run's own network (`boitata-run-RUN`, see [`run_network_name`]): internal
+    /// (no route out), shared only by the run's sandboxes, with host rules that let
+    /// them reach nothing on the host but the ports the run opens on the network's
+    /// gateway address. It must exist before the sandbox is provisioned
+    /// ([`Sandbox::create_run_network`]; [`RunSandboxes`](crate::RunSandboxes) makes
+    /// it). [`SandboxSpec::ports`] are reached on the sandbox's own address there
+    /// (nothing is published). The default.
+    #[default]
+    Run,
     /// No network at all: only a loopback interface; no port can be published.
     None,
-    /// The daemon's default bridge: outbound access, and [`SandboxSpec::ports`]
-    /// published on the host's loopback (127.0.0.1) only. The default, because an
-    /// agent in a sandbox must reach its model API and be reached by the orchestrator.
-    #[default]
+    /// The daemon's default bridge: **not isolated** (other runs' sandboxes, host
+    /// services and the internet can be reached), and [`SandboxSpec::ports`]
+    /// published on the host's loopback (127.0.0.1) only. An explicit opt-out.
     Bridge,
 }
 
 impl Network {
-    /// `none` or `bridge`.
+    /// `run`, `none` or `bridge`.
     pub fn as_str(self) -> &'static str {
         match self {
+            Network::Run => "run",
             Network::None => "none",
             Network::Bridge => "bridge",
         }
     }
+}
+
+/// The prefix of every run network's name.
+pub const RUN_NETWORK_PREFIX: &str = "boitata-run-";
+
+/// The name of run `run_id`'s own network: `boitata-run-RUN`.
+pub fn run_network_name(run_id: &str) -> String {
+    format!("{RUN_NETWORK_PREFIX}{run_id}")
+}
+
+/// A run network as the backend reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunNetworkInfo {
+    /// The backend's id (a Docker network id).
+    pub id: String,
+    /// Its name, `boitata-run-RUN`.
+    pub name: String,
+    /// The network's gateway address: the host's own address on the network, where
+    /// the run's egress proxy and model gateway listen. `None` if the backend has none.
+    pub gateway: Option<IpAddr>,
+    /// The host's network interface the network is (a Linux bridge, `br-…`), where
+    /// host rules apply. `None` if the backend has none.
+    pub interface: Option<String>,
+    /// All its labels (the same `boitata.*` labels a sandbox carries).
+    pub labels: BTreeMap<String, String>,
+}
+
+impl RunNetworkInfo {
+    /// The [`LABEL_RUN_ID`] label.
+    pub fn run_id(&self) -> Option<&str> {
+        self.labels.get(LABEL_RUN_ID).map(String::as_str)
+    }
+}
+
+/// What a sandbox on its run's network may reach beyond the run, besides the ports
+/// the run opens on the gateway address. Applied by
+/// [`RunSandboxes`](crate::RunSandboxes) (a backend alone ignores it).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Egress {
+    /// Nothing: no connection to the host at all (not even the model gateway); only
+    /// the run's other sandboxes.
+    None,
+    /// The run's ports on the gateway address only (the model gateway). The default.
+    #[default]
+    Gateway,
+    /// Also the destinations the policy allows, through the run's egress proxy
+    /// (`HTTP_PROXY` and `HTTPS_PROXY` in the sandbox's environment).
+    Allow(crate::egress::EgressPolicy),
 }
 
 /// Resource limits of a sandbox. The defaults are [`DEFAULT_CPUS`],
@@ -177,10 +237,14 @@ pub struct SandboxSpec {
     pub env: BTreeMap<String, String>,
     /// The working directory, created if missing. Default [`DEFAULT_WORKDIR`].
     pub workdir: String,
-    /// The network. Default [`Network::Bridge`].
+    /// The network. Default [`Network::Run`].
     pub network: Network,
-    /// TCP ports inside the sandbox to publish on the host's loopback (an ephemeral
-    /// host port each; see [`Sandbox::endpoint`]). Needs [`Network::Bridge`].
+    /// What the sandbox may reach beyond its run, on [`Network::Run`]. Default
+    /// [`Egress::Gateway`].
+    pub egress: Egress,
+    /// TCP ports inside the sandbox the orchestrator reaches (see
+    /// [`Sandbox::endpoint`]): on the sandbox's address on [`Network::Run`],
+    /// published on an ephemeral port of the host's loopback on [`Network::Bridge`].
     pub ports: Vec<u16>,
     /// Resource limits.
     pub limits: Limits,
@@ -204,6 +268,7 @@ impl SandboxSpec {
             env: BTreeMap::new(),
             workdir: DEFAULT_WORKDIR.to_owned(),
             network: Network::default(),
+            egress: Egress::default(),
             ports: Vec::new(),
             limits: Limits::default(),
             hardening: Hardening::default(),
@@ -249,8 +314,14 @@ impl SandboxSpec {
         }
         if self.network == Network::None && !self.ports.is_empty() {
             return invalid(format!(
-                "ports {:?} cannot be published with network none: use network bridge",
+                "ports {:?} cannot be reached with network none: use the run network",
                 self.ports
+            ));
+        }
+        if self.network != Network::Run && self.egress != Egress::Gateway {
+            return invalid(format!(
+                "egress applies to the run network, not to network {}",
+                self.network.as_str()
             ));
         }
         if !(self.limits.cpus > 0.0 && self.limits.cpus.is_finite()) {
@@ -527,11 +598,48 @@ pub enum SandboxError {
         /// The port inside the sandbox.
         port: u16,
     },
+    /// The sandbox is on no network with a gateway to the host.
+    #[error(
+        "sandbox {id} is on no network with a gateway to the host, so it cannot reach \
+         the model gateway: provision it with network: bridge"
+    )]
+    NoNetwork {
+        /// The sandbox.
+        id: String,
+    },
     /// The spec was refused before reaching the backend.
     #[error("invalid sandbox spec: {message}")]
     InvalidSpec {
         /// What is wrong and what to do.
         message: String,
+    },
+    /// The backend cannot do this.
+    #[error("the {backend} backend has no {feature}: use network bridge or none")]
+    Unsupported {
+        /// The backend.
+        backend: &'static str,
+        /// What it lacks.
+        feature: &'static str,
+    },
+    /// The run's network could not be isolated (its host rules could not be set):
+    /// no sandbox is started on an unfirewalled network.
+    #[error("run {run_id}: {message}")]
+    Isolation {
+        /// The run.
+        run_id: String,
+        /// What failed and what to do.
+        message: String,
+    },
+    /// The run's egress proxy could not start.
+    #[error("run {run_id}: the egress proxy cannot listen on {address}: {source}")]
+    EgressProxy {
+        /// The run.
+        run_id: String,
+        /// The address tried.
+        address: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
     },
     /// The run is ending (teardown began): no new sandbox can be provisioned for it.
     #[error("run {run_id} is ending: no new sandbox can be provisioned")]
@@ -586,12 +694,26 @@ pub trait Sandbox: Send + Sync {
         sink: &mut dyn OutputSink,
     ) -> Result<ExecStatus, SandboxError>;
 
-    /// The host address (on loopback) where the sandbox's TCP `port` is published.
+    /// Where the orchestrator reaches the sandbox's TCP `port`: the sandbox's own
+    /// address on its run network ([`Network::Run`]), or the host loopback address the
+    /// port is published on ([`Network::Bridge`]).
     ///
     /// # Errors
-    /// [`SandboxError::PortNotPublished`] if the port was not in the spec's `ports`;
+    /// [`SandboxError::PortNotPublished`] if the port was not in the spec's `ports`
+    /// (or the sandbox has no network);
     /// [`SandboxError::NotFound`].
     async fn endpoint(&self, id: &SandboxId, port: u16) -> Result<SocketAddr, SandboxError>;
+
+    /// The host's address on the sandbox's network (the network's gateway): where a
+    /// service of the orchestrator on the host (the model gateway) is reachable from
+    /// inside the sandbox.
+    ///
+    /// # Errors
+    /// [`SandboxError::NoNetwork`] when the sandbox has no network with a gateway
+    /// (`network: none`); [`SandboxError::NotFound`]; [`SandboxError::Backend`].
+    async fn gateway_address(&self, id: &SandboxId) -> Result<IpAddr, SandboxError> {
+        Err(SandboxError::NoNetwork { id: id.to_string() })
+    }
 
     /// Unpacks the tar archive `tar` under the directory `dest` inside the sandbox,
     /// creating `dest` if needed.
@@ -616,4 +738,53 @@ pub trait Sandbox: Send + Sync {
         &self,
         labels: &BTreeMap<String, String>,
     ) -> Result<Vec<SandboxInfo>, SandboxError>;
+
+    /// Creates run `run_id`'s own network ([`run_network_name`]): internal (no route
+    /// out), labelled like the run's sandboxes. Host rules are not the backend's job
+    /// (see [`crate::network`]).
+    ///
+    /// # Errors
+    /// [`SandboxError::Unsupported`] for a backend without networks;
+    /// [`SandboxError::DaemonUnavailable`], [`SandboxError::Backend`].
+    async fn create_run_network(&self, run_id: &str) -> Result<RunNetworkInfo, SandboxError> {
+        let _ = run_id;
+        Err(SandboxError::Unsupported {
+            backend: self.backend_name(),
+            feature: "run networks",
+        })
+    }
+
+    /// Removes the network named `name` (a sandbox still on it is disconnected first).
+    /// Removing a network that no longer exists succeeds.
+    ///
+    /// # Errors
+    /// [`SandboxError::Unsupported`], [`SandboxError::DaemonUnavailable`],
+    /// [`SandboxError::Backend`].
+    async fn remove_run_network(&self, name: &str) -> Result<(), SandboxError> {
+        let _ = name;
+        Err(SandboxError::Unsupported {
+            backend: self.backend_name(),
+            feature: "run networks",
+        })
+    }
+
+    /// The sandbox's address on its run network, or `None` when it is on no run
+    /// network.
+    ///
+    /// # Errors
+    /// [`SandboxError::NotFound`], [`SandboxError::DaemonUnavailable`],
+    /// [`SandboxError::Backend`].
+    async fn run_network_address(&self, id: &SandboxId) -> Result<Option<IpAddr>, SandboxError> {
+        let _ = id;
+        Ok(None)
+    }
+
+    /// Every run network made by Boitata ([`LABEL_CREATED_BY`]).
+    ///
+    /// # Errors
+    /// [`SandboxError::DaemonUnavailable`], [`SandboxError::Backend`]. A backend
+    /// without networks returns an empty list.
+    async fn list_run_networks(&self) -> Result<Vec<RunNetworkInfo>, SandboxError> {
+        Ok(Vec::new())
+    }
 }

@@ -4,32 +4,27 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use boitata_blueprint::{
     Blueprint, Executor, HandlerKind, NodeHandlers, RunReport, RunRequest, RuntimeSource,
 };
 use boitata_core::config::{Config, ProviderKind};
-use boitata_core::event::SinkError;
-use boitata_core::{Emitter, Event, EventPayload, EventSink, Redactor, RunStatus};
+use boitata_core::{Emitter, Event, EventPayload, Redactor, RunStatus};
 use boitata_orchestrator::nodes::agent_sandbox::AgentSandbox;
 use boitata_orchestrator::{DockerBackend, SandboxNodes};
 use boitata_test_support::docker::{self, docker_ok, Daemon, RunScope};
+use boitata_test_support::events::{budget_exceeded, usage, Recorder};
+use boitata_test_support::openai::{
+    done, finish_chunk, openai_sse, text_reply, tool_call_chunk, usage_chunk,
+};
+use boitata_test_support::FakeModel;
 use tokio_util::sync::CancellationToken;
-
-#[derive(Default)]
-struct Recorder(Mutex<Vec<Event>>);
-
-impl EventSink for Recorder {
-    fn accept(&self, event: &Event) -> Result<(), SinkError> {
-        self.0.lock().unwrap().push(event.clone());
-        Ok(())
-    }
-}
 
 /// One run of a blueprint with the scripted provider replaying `script`.
 struct AgentRun {
+    sandboxes: SandboxNodes,
     scope: RunScope,
     recorder: Arc<Recorder>,
     cancel: CancellationToken,
@@ -63,6 +58,7 @@ impl AgentRun {
             );
         }
         AgentRun {
+            sandboxes: sandboxes.clone(),
             scope: daemon.run_scope(test),
             recorder: Arc::new(Recorder::default()),
             cancel: CancellationToken::new(),
@@ -81,13 +77,34 @@ impl AgentRun {
         let mut config = Config::default();
         config.provider.kind = ProviderKind::Scripted;
         config.provider.script = Some(script);
+        self.run_with(yaml, config, BTreeMap::new()).await
+    }
+
+    /// A run with the `openai` provider against `model`, with `key` in the run's
+    /// environment.
+    async fn run_openai(&self, yaml: &str, model: &FakeModel, key: &str) -> RunReport {
+        let mut config = Config::default();
+        config.provider.kind = ProviderKind::Openai;
+        config.provider.model = Some("gpt-test".into());
+        config.provider.base_url = Some(model.base_url());
+        config.provider.max_retries = 0;
+        let env = BTreeMap::from([("OPENAI_API_KEY".to_owned(), key.to_owned())]);
+        self.run_with(yaml, config, env).await
+    }
+
+    async fn run_with(
+        &self,
+        yaml: &str,
+        config: Config,
+        env: BTreeMap<String, String>,
+    ) -> RunReport {
         let request = RunRequest {
             task: "the task".into(),
             params: BTreeMap::new(),
             workspace: self.files.path().to_path_buf(),
             runtime: RuntimeSource::Config {
                 config,
-                env: Arc::new(BTreeMap::<String, String>::new()),
+                env: Arc::new(env),
             },
             emitter: Emitter::new(
                 self.scope.run_id(),
@@ -100,7 +117,7 @@ impl AgentRun {
     }
 
     fn events(&self) -> Vec<Event> {
-        self.recorder.0.lock().unwrap().clone()
+        self.recorder.events()
     }
 
     fn node_error(&self, node: &str) -> String {
@@ -351,7 +368,7 @@ edges:
 }
 
 #[tokio::test]
-async fn a_sandbox_without_network_fails_the_node_saying_it_needs_bridge() {
+async fn a_sandbox_without_network_fails_the_node_saying_it_needs_one() {
     let Some(daemon) = daemon_with_images("agent_sandbox_no_network") else {
         return;
     };
@@ -373,9 +390,167 @@ edges:
     let error = run.node_error("work");
     assert!(
         error.contains("port 7700 of sandbox")
-            && error.contains("is not published on the host")
-            && error.contains("bridge network"),
+            && error.contains("cannot be reached")
+            && error.contains("on the run network (the default) or bridge"),
         "{error}"
     );
     run.assert_torn_down();
+}
+
+/// A model answer calling `execute_command` with `command`, reporting usage.
+fn command_call(
+    id: &str,
+    command: &str,
+    input_tokens: u64,
+    output_tokens: u64,
+) -> wiremock::ResponseTemplate {
+    let arguments = serde_json::json!({ "command": command }).to_string();
+    openai_sse(vec![
+        tool_call_chunk(0, Some(id), Some("execute_command"), &arguments),
+        finish_chunk("tool_calls"),
+        usage_chunk(input_tokens, output_tokens),
+        done(),
+    ])
+}
+
+const BUDGETED: &str = r#"name: budgeted
+entry: box
+budget: { tokens: 120 }
+nodes:
+  box: { type: provision, image: "boitata-agent-rust:latest", memory: 1g }
+  work: { type: agent_sandbox, container: "{box}", prompt: "keep going", max_turns: 20 }
+edges:
+  - { from: box, to: work }
+"#;
+
+#[tokio::test]
+async fn a_model_that_never_stops_calling_tools_fails_the_run_at_the_token_budget() {
+    let Some(daemon) = daemon_with_images("agent_sandbox_budget_spent") else {
+        return;
+    };
+    let run = AgentRun::new(&daemon, "agent_sandbox_budget_spent", None);
+    let model = FakeModel::openai().await;
+    // Every answer: one more command, 50 tokens.
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(command_call("call_n", "echo again", 40, 10))
+        .mount(model.server())
+        .await;
+
+    let report = run.run_openai(BUDGETED, &model, "sk-budget-test-key").await;
+
+    assert_eq!(report.status, RunStatus::Failed, "{:#?}", run.events());
+    let error = report.error.clone().unwrap_or_default();
+    assert!(
+        error.contains("budget exceeded: tokens 150 > 120"),
+        "the run fails with the budget: {error}"
+    );
+    let events = run.events();
+    assert_eq!(
+        budget_exceeded(&events),
+        vec!["budget exceeded: tokens 150 > 120".to_owned()],
+        "one budget_exceeded event"
+    );
+    assert_eq!(
+        usage(&events),
+        vec![(40, 10); 3],
+        "usage from the gateway only, one per answered request"
+    );
+    assert_eq!(
+        model.requests().await.len(),
+        3,
+        "the request after the budget was spent never reached the provider"
+    );
+    run.assert_torn_down();
+}
+
+#[tokio::test]
+async fn a_run_under_its_budget_is_unaffected_and_its_gateway_token_dies_with_it() {
+    let Some(daemon) = daemon_with_images("agent_sandbox_budget_kept") else {
+        return;
+    };
+    let run = Arc::new(AgentRun::new(&daemon, "agent_sandbox_budget_kept", None));
+    let model = FakeModel::openai().await;
+    model
+        .push(command_call("call_1", "sleep 3; echo done", 40, 10))
+        .await;
+    model.push(text_reply("all done")).await;
+    // A listener of the gateway that outlives the run.
+    let gateway = run.sandboxes.gateway().unwrap();
+    let loopback = gateway
+        .listen(std::net::Ipv4Addr::LOCALHOST.into())
+        .await
+        .unwrap();
+
+    let task = tokio::spawn({
+        let run = run.clone();
+        let base_url = model.base_url();
+        async move {
+            let mut config = Config::default();
+            config.provider.kind = ProviderKind::Openai;
+            config.provider.model = Some("gpt-test".into());
+            config.provider.base_url = Some(base_url);
+            let env =
+                BTreeMap::from([("OPENAI_API_KEY".to_owned(), "sk-kept-test-key".to_owned())]);
+            run.run_with(BUDGETED, config, env).await
+        }
+    });
+    // The agent's token, read from its environment on the host while it works.
+    let mut token = None;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while token.is_none() && Instant::now() < deadline && !task.is_finished() {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let Some(sandbox) = run.events().iter().find_map(|e| match &e.payload {
+            EventPayload::SandboxProvisioned { sandbox_id, .. } => Some(sandbox_id.clone()),
+            _ => None,
+        }) else {
+            continue;
+        };
+        let top = docker::docker(&["top", &sandbox, "-eo", "pid,comm"]);
+        let top = String::from_utf8_lossy(&top.stdout).into_owned();
+        let Some(pid) = top
+            .lines()
+            .find(|l| l.split_whitespace().nth(1) == Some("boitata-agent"))
+            .and_then(|l| l.split_whitespace().next())
+        else {
+            continue;
+        };
+        if let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) {
+            token = environ
+                .split(|b| *b == 0)
+                .filter_map(|kv| std::str::from_utf8(kv).ok())
+                .find_map(|kv| kv.strip_prefix("OPENAI_API_KEY="))
+                .map(str::to_owned);
+        } else {
+            break; // not root: the token cannot be read
+        }
+    }
+    let report = task.await.unwrap();
+    assert_eq!(report.status, RunStatus::Succeeded, "{:#?}", run.events());
+    assert_eq!(report.outputs["work"], "all done");
+    let events = run.events();
+    assert!(budget_exceeded(&events).is_empty());
+    assert_eq!(usage(&events), vec![(40, 10), (10, 5)]);
+    run.assert_torn_down();
+
+    let Some(token) = token else {
+        assert!(
+            !std::env::var("CI").is_ok_and(|v| v == "true"),
+            "CI=true: the test must read the agent's environment from the host"
+        );
+        return;
+    };
+    assert!(token.starts_with("bgw-"), "{token}");
+    let answer = reqwest::Client::new()
+        .post(format!("http://{}/v1/chat/completions", loopback.addr()))
+        .bearer_auth(&token)
+        .json(&serde_json::json!({"model": "gpt-test", "messages": []}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        answer.status(),
+        401,
+        "the run's token is revoked when it ends"
+    );
+    assert_eq!(model.requests().await.len(), 2);
 }

@@ -496,6 +496,91 @@ async fn checkout_of_a_host_path_and_a_file_url_matches_the_host_commit() {
     assert_eq!(repo_state(&repo), before, "the host repository changed");
 }
 
+/// Serves the bare repository `bare` over git's "dumb" HTTP protocol (plain files) on
+/// loopback; its URL.
+async fn serve_dumb_http(bare: &Path) -> (wiremock::MockServer, String) {
+    git(bare, &["update-server-info"]);
+    let server = wiremock::MockServer::start().await;
+    let mut stack = vec![bare.to_owned()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            let relative = path
+                .strip_prefix(bare)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            wiremock::Mock::given(wiremock::matchers::path(format!("/repo.git/{relative}")))
+                .respond_with(
+                    wiremock::ResponseTemplate::new(200)
+                        .set_body_bytes(std::fs::read(&path).unwrap())
+                        .insert_header("content-type", "application/octet-stream"),
+                )
+                .mount(&server)
+                .await;
+        }
+    }
+    let url = format!("http://127.0.0.1:{}/repo.git", server.address().port());
+    (server, url)
+}
+
+#[tokio::test]
+async fn checkout_of_a_url_is_fetched_on_the_host_so_a_sandbox_without_network_gets_it() {
+    let Some(daemon) = docker::daemon("bp_checkout_url") else {
+        return;
+    };
+    daemon.ensure_base_image();
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = host_repo(tmp.path());
+    let head = git(&repo, &["rev-parse", "HEAD"]);
+    let bare = tmp.path().join("served.git");
+    git(
+        tmp.path(),
+        &[
+            "clone",
+            "-q",
+            "--bare",
+            repo.to_str().unwrap(),
+            "served.git",
+        ],
+    );
+    let (server, url) = serve_dumb_http(&bare).await;
+
+    // The sandbox has no network at all (and the server is on the host's loopback):
+    // only a fetch on the host can get the code in.
+    let run = Run::with_executor(
+        daemon.run_scope("bp_checkout_url"),
+        executor(DockerBackend::from_env(), None),
+    );
+    let report = run.run(&checkout_blueprint(&url, None)).await;
+    assert_eq!(
+        report.status,
+        RunStatus::Succeeded,
+        "{report:?}\n{:#?}",
+        run.events()
+    );
+    assert_eq!(report.outputs["code"], format!("/workspace {head}"));
+    assert_eq!(report.outputs["log"], format!("{head}\nmain\none\ntwo\n"));
+    assert!(!server.received_requests().await.unwrap().is_empty());
+    run.assert_torn_down();
+
+    // A URL that cannot be cloned fails the node saying so.
+    let run = Run::with_executor(
+        daemon.run_scope("bp_checkout_bad_url"),
+        executor(DockerBackend::from_env(), None),
+    );
+    let missing = format!("http://127.0.0.1:{}/missing.git", server.address().port());
+    let report = run.run(&checkout_blueprint(&missing, None)).await;
+    assert_eq!(report.status, RunStatus::Failed);
+    let error = format!("{:?}", run.events());
+    assert!(error.contains("git clone on the host failed"), "{error}");
+    run.assert_torn_down();
+}
+
 #[tokio::test]
 async fn checkout_of_a_path_that_is_not_a_repository_fails_clearly() {
     let Some(run) = Run::new("bp_checkout_bad") else {
@@ -521,7 +606,8 @@ async fn a_node_cannot_use_a_container_its_run_did_not_provision() {
     let backend = DockerBackend::from_env();
     let foreign = boitata_orchestrator::Sandbox::provision(
         &backend,
-        &boitata_orchestrator::SandboxSpec::new(docker::BASE_IMAGE, other.run_id()),
+        &boitata_orchestrator::SandboxSpec::new(docker::BASE_IMAGE, other.run_id())
+            .network(boitata_orchestrator::Network::Bridge),
     )
     .await
     .unwrap();

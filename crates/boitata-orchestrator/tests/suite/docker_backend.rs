@@ -237,7 +237,7 @@ async fn network_none_has_no_interfaces_but_loopback_and_cannot_publish() {
         .await
         .unwrap_err();
     assert!(matches!(err, SandboxError::InvalidSpec { .. }), "{err}");
-    assert!(err.to_string().contains("network bridge"), "{err}");
+    assert!(err.to_string().contains("use the run network"), "{err}");
 }
 
 #[tokio::test]
@@ -415,5 +415,28 @@ async fn a_missing_daemon_socket_is_one_clear_line() {
     assert!(
         matches!(err, SandboxError::DaemonUnavailable { .. }),
         "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_sandbox_on_a_run_network_that_does_not_exist_says_who_makes_it() {
+    let Some((_daemon, scope, backend)) = setup("run_network_missing") else {
+        return;
+    };
+    let err = backend
+        .provision(&base_spec(&scope).network(Network::Run))
+        .await
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains(&format!(
+            "network boitata-run-{} does not exist",
+            scope.run_id()
+        )) && text.contains("RunSandboxes"),
+        "{text}"
+    );
+    assert!(
+        scope.containers().is_empty(),
+        "the failed sandbox is removed"
     );
 }

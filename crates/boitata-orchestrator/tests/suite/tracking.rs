@@ -1,40 +1,9 @@
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use boitata_core::event::SinkError;
-use boitata_core::{Emitter, Event, EventSink, Redactor};
 use boitata_orchestrator::{DockerBackend, RunSandboxes};
 
-use super::{base_spec, setup};
-
-#[derive(Default)]
-struct Events(Mutex<Vec<Event>>);
-
-impl EventSink for Events {
-    fn accept(&self, event: &Event) -> Result<(), SinkError> {
-        self.0.lock().unwrap().push(event.clone());
-        Ok(())
-    }
-}
-
-impl Events {
-    fn kinds(&self) -> Vec<(&'static str, Option<String>)> {
-        self.0
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|e| (e.payload.kind(), e.node.clone()))
-            .collect()
-    }
-}
-
-fn emitter(run_id: &str) -> (Emitter, Arc<Events>) {
-    let events = Arc::new(Events::default());
-    (
-        Emitter::new(run_id, Some(events.clone()), Redactor::default()),
-        events,
-    )
-}
+use super::{emitter, run_spec, setup};
 
 #[tokio::test]
 async fn teardown_destroys_every_sandbox_with_an_event_each() {
@@ -44,11 +13,11 @@ async fn teardown_destroys_every_sandbox_with_an_event_each() {
     let (emitter, events) = emitter(scope.run_id());
     let sandboxes = RunSandboxes::new(Arc::new(backend), emitter);
     let a = sandboxes
-        .provision(Some("a"), base_spec(&scope))
+        .provision(Some("a"), run_spec(&scope))
         .await
         .unwrap();
     let b = sandboxes
-        .provision(Some("b"), base_spec(&scope))
+        .provision(Some("b"), run_spec(&scope))
         .await
         .unwrap();
     assert_eq!(scope.containers().len(), 2);
@@ -58,10 +27,23 @@ async fn teardown_destroys_every_sandbox_with_an_event_each() {
     );
     assert_eq!(sandboxes.live(), vec![a.clone(), b.clone()]);
 
+    // Both on the run's own network, closed to the host by rules of its own.
+    let network = format!("boitata-run-{}", scope.run_id());
+    assert_eq!(scope.networks(), vec![network.clone()]);
+    assert_eq!(
+        daemon.inspect(a.as_str())["HostConfig"]["NetworkMode"],
+        network.as_str()
+    );
+    assert!(!scope.host_rules().is_empty());
+
     let report = sandboxes.teardown().await;
     assert_eq!(report.destroyed.len(), 2, "{report:?}");
     assert!(report.failed.is_empty(), "{report:?}");
     assert!(scope.containers().is_empty());
+    assert_eq!(report.network_removed.as_deref(), Some(network.as_str()));
+    assert!(report.network_failed.is_none(), "{report:?}");
+    assert!(scope.networks().is_empty());
+    assert_eq!(scope.host_rules(), Vec::<String>::new());
     let kinds = events.kinds();
     assert_eq!(
         kinds,
@@ -75,7 +57,7 @@ async fn teardown_destroys_every_sandbox_with_an_event_each() {
 
     // After teardown: no new sandbox, and a second teardown is harmless.
     let err = sandboxes
-        .provision(Some("c"), base_spec(&scope))
+        .provision(Some("c"), run_spec(&scope))
         .await
         .unwrap_err();
     assert!(err.to_string().contains("is ending"), "{err}");
@@ -92,7 +74,7 @@ async fn a_provision_cancelled_midway_is_still_torn_down() {
     let sandboxes = RunSandboxes::new(Arc::new(backend), emitter);
     for _ in 0..3 {
         // Drop the provision future after a few milliseconds, at whatever point it is.
-        let provision = sandboxes.provision(Some("box"), base_spec(&scope));
+        let provision = sandboxes.provision(Some("box"), run_spec(&scope));
         let _ = tokio::time::timeout(Duration::from_millis(30), provision).await;
     }
     let report = sandboxes.teardown().await;
@@ -102,6 +84,12 @@ async fn a_provision_cancelled_midway_is_still_torn_down() {
         "leaked: {:?}",
         scope.containers()
     );
+    assert!(
+        scope.networks().is_empty(),
+        "leaked: {:?}",
+        scope.networks()
+    );
+    assert_eq!(scope.host_rules(), Vec::<String>::new());
 }
 
 #[tokio::test]
@@ -112,7 +100,7 @@ async fn a_panicking_task_that_provisioned_still_gets_teardown() {
     let (emitter, events) = emitter(scope.run_id());
     let sandboxes = RunSandboxes::new(Arc::new(backend), emitter);
     let in_node = sandboxes.clone();
-    let spec = base_spec(&scope);
+    let spec = run_spec(&scope);
     let node = tokio::spawn(async move {
         in_node.provision(Some("boom"), spec).await.unwrap();
         panic!("node panicked after provisioning");

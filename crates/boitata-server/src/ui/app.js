@@ -495,7 +495,8 @@
       stepItems: new Map(), // node id -> { li, icon, visits }
       blocks: new Map(), // node id -> its latest block
       tools: new Map(), // call id -> { state, details }
-      usage: { input: 0, output: 0 },
+      usage: { input: 0, output: 0, requests: 0 },
+      budget: null, // the budget_exceeded message, once a budget is spent
       provider: null,
       queue: [],
       scheduled: false,
@@ -522,7 +523,8 @@
         [end ? "took" : "running for", fmtDuration((end || new Date()) - started)],
       ];
       if (state.provider) items.push(["model", state.provider]);
-      if (state.usage.input || state.usage.output) items.push(["tokens", `${state.usage.input} in · ${state.usage.output} out`]);
+      if (state.usage.input || state.usage.output) items.push(["tokens", `${state.usage.input} in · ${state.usage.output} out · ${state.usage.requests} model requests`]);
+      if (state.budget) items.push(["budget", state.budget]);
       const params = Object.entries(run.params || {});
       if (params.length) items.push(["params", params.map(([k, v]) => `${k}=${v}`).join(", ")]);
       facts.replaceChildren(...items.map(([k, v]) => h("span", {}, `${k} `, h("b", { class: k === "run" ? "mono" : null }, v))));
@@ -625,8 +627,13 @@
         case "tool_result": {
           const call = state.tools.get(event.call_id);
           if (!call) break;
-          call.stateEl.className = `tool-state ${event.ok ? "ok" : "err"}`;
-          call.stateEl.textContent = event.ok ? `✓ ${event.output.length} chars` : `✗ ${shown(firstLine(event.output, 60))}`;
+          // A command that ran but exited non-zero is a result (ok), marked like the CLI's `⚠ exit N`.
+          const exit = /\[exit code: (-?\d+)\]$/.exec(event.output);
+          const failedExit = event.ok && exit && exit[1] !== "0" ? exit[1] : null;
+          call.stateEl.className = `tool-state ${failedExit ? "warn" : event.ok ? "ok" : "err"}`;
+          call.stateEl.textContent = failedExit
+            ? `⚠ exit ${failedExit} (${event.output.length} chars)`
+            : event.ok ? `✓ ${event.output.length} chars` : `✗ ${shown(firstLine(event.output, 60))}`;
           call.details.append(h("div", { class: "label" }, event.ok ? "result" : "error"), h("pre", {}, event.output));
           break;
         }
@@ -638,11 +645,36 @@
         case "usage": {
           state.usage.input += event.input_tokens || 0;
           state.usage.output += event.output_tokens || 0;
+          state.usage.requests += 1;
+          const b = blockFor(node);
+          note(b ? b.body : timeline, `model request: ${event.input_tokens || 0} tokens in · ${event.output_tokens || 0} out`);
+          break;
+        }
+        case "budget_exceeded": {
+          state.budget = event.message || `budget exceeded: ${event.budget} ${event.used} > ${event.limit}`;
+          const b = blockFor(node);
+          note(b ? b.body : timeline, h("b", { class: "budget-exceeded" }, `⛔ ${state.budget}`));
           break;
         }
         case "sandbox_provisioned": {
           const b = blockFor(node);
           note(b ? b.body : timeline, h("span", {}, "sandbox ", h("span", { class: "mono" }, event.sandbox_id.slice(0, 12)), ` ready (${event.backend}, ${event.image})`));
+          if (event.network === "bridge") note(b ? b.body : timeline, "⚠ network bridge: not isolated (other runs' sandboxes and host services can be reached)");
+          break;
+        }
+        case "egress": {
+          const b = blockFor(node);
+          const bytes = event.allowed ? ` · ${event.bytes_up || 0} B up, ${event.bytes_down || 0} B down` : "";
+          note(
+            b ? b.body : timeline,
+            h(
+              "span",
+              { class: `egress ${event.allowed ? "allowed" : "denied"}`, dataset: { event: "egress" } },
+              event.allowed ? "egress " : "egress denied ",
+              h("span", { class: "mono" }, `${event.host}:${event.port}`),
+              ` (${event.reason})${bytes}`,
+            ),
+          );
           break;
         }
         case "sandbox_destroyed": {

@@ -237,3 +237,38 @@ async fn bidi_controls_in_output_and_task_are_shown_as_visible_marks() {
     assert_eq!(server.run_status(&id).await, RunStatus::Succeeded);
     client.close().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_of_the_agent_that_exits_non_zero_is_marked_with_its_exit_code() {
+    let Some(driver) = browser::chromedriver("ui_tool_exit") else {
+        return;
+    };
+    let scripts = tempfile::tempdir().unwrap();
+    let script = scripts.path().join("exit3.json");
+    std::fs::write(
+        &script,
+        r#"{"turns": [
+            {"tool_calls": [{"name": "execute_command", "arguments": {"command": "echo no; exit 3"}}]},
+            {"tool_calls": [{"name": "execute_command", "arguments": {"command": "echo yes"}}]},
+            {"text": "done"}
+        ]}"#,
+    )
+    .unwrap();
+    let agent = "name: agentic\nentry: work\nnodes:\n  work:\n    type: agent\n    prompt: \"{task}\"\nedges:\n  - { from: work, to: END }\n";
+    let server = Setup::default()
+        .blueprint("agentic.yaml", agent)
+        .env("BOITATA_PROVIDER", "scripted")
+        .env("BOITATA_SCRIPT", script.to_str().unwrap())
+        .start()
+        .await;
+    let client = open(&driver).await;
+    client.goto(&server.url).await.unwrap();
+    let id = start_run_from_the_form(&client, "agentic", "run two commands").await;
+    find(&client, "#run-status[data-status='succeeded']").await;
+    let failed = wait_text(&client, "details.tool .tool-state.warn", "exit 3").await;
+    assert!(failed.starts_with("⚠ exit 3 ("), "{failed:?}");
+    let passed = wait_text(&client, "details.tool .tool-state.ok", "chars").await;
+    assert!(passed.starts_with('✓'), "{passed:?}");
+    assert_eq!(server.run_status(&id).await, RunStatus::Succeeded);
+    client.close().await.unwrap();
+}

@@ -1,0 +1,392 @@
+//! Host rules that keep a run network's sandboxes away from the host's services.
+//!
+//! Docker's internal networks have no route out, but nothing stops a sandbox from
+//! opening a connection to the host's own addresses (its gateway address, `docker0`'s,
+//! the machine's LAN address): every service listening on `0.0.0.0` would be in reach.
+//! These rules close that, on the `INPUT` chain of the `filter` table, for traffic
+//! arriving on the run network's bridge interface:
+//!
+//! ```text
+//! -A INPUT -i br-… -m comment --comment boitata-run-RUN -j BOITATA-…   (the run's chain)
+//! -A INPUT -i br-… -m comment --comment boitata-run-RUN -j DROP        (anything it returns)
+//! -A BOITATA-… -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT      (answers to the host)
+//! -A BOITATA-… -s SANDBOX -m conntrack --ctstate NEW -j DROP            (egress: none)
+//! -A BOITATA-… -d GATEWAY -p tcp --dport PORT -j ACCEPT                  (each allowed port)
+//! ```
+//!
+//! Every rule carries the comment `boitata-run-RUN`, by which [`Firewall::remove_run`]
+//! and the reaper find them. The rules are set with the same `iptables` the Docker
+//! daemon uses (the nf_tables or the legacy variant, see [`Firewall::detect`]), so that
+//! both sets live in one place. Setting them needs root (or `CAP_NET_ADMIN`); when that
+//! fails, nothing is started on the network.
+
+use std::collections::BTreeSet;
+use std::hash::{Hash, Hasher};
+use std::net::IpAddr;
+use std::process::Stdio;
+
+use tokio::process::Command;
+
+/// The prefix of the comment on every host rule of a run: `boitata-run-RUN`.
+pub const RULE_COMMENT_PREFIX: &str = "boitata-run-";
+
+/// The prefix of every run's own chain.
+const CHAIN_PREFIX: &str = "BOITATA-";
+
+/// How long an `iptables` call waits for the xtables lock, in seconds.
+const LOCK_WAIT_SECONDS: &str = "10";
+
+/// A host rule could not be read, set or removed.
+#[derive(Debug, thiserror::Error)]
+pub enum FirewallError {
+    /// No `iptables` program could be run.
+    #[error(
+        "no iptables program can be run here ({reason}): install iptables (the Debian \
+         package `iptables`) to isolate run networks, or opt out with network: bridge \
+         (not isolated)"
+    )]
+    Missing {
+        /// Why each candidate failed.
+        reason: String,
+    },
+    /// An `iptables` call failed.
+    #[error(
+        "`{command}` failed: {stderr}: host rules need root (or CAP_NET_ADMIN); run \
+         boitata as root, or opt out with network: bridge (not isolated)"
+    )]
+    Command {
+        /// The command line.
+        command: String,
+        /// What it printed on stderr (or its exit status).
+        stderr: String,
+    },
+}
+
+/// The `iptables` the Docker daemon uses, and the rule operations on it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Firewall {
+    program: String,
+}
+
+impl Firewall {
+    /// The `iptables` variant the daemon set its own rules with: the one whose `nat`
+    /// table has Docker's `DOCKER` chain (`iptables-nft` or `iptables-legacy`); plain
+    /// `iptables` when neither has it (or neither is installed).
+    ///
+    /// # Errors
+    /// [`FirewallError::Missing`] when no `iptables` program runs at all.
+    pub async fn detect() -> Result<Firewall, FirewallError> {
+        let mut reasons = Vec::new();
+        for program in ["iptables-nft", "iptables-legacy"] {
+            let firewall = Firewall {
+                program: program.to_owned(),
+            };
+            match firewall.run(&["-t", "nat", "-S", "DOCKER"]).await {
+                Ok(_) => return Ok(firewall),
+                Err(e) => reasons.push(format!("{program}: {}", short(&e))),
+            }
+        }
+        let plain = Firewall {
+            program: "iptables".to_owned(),
+        };
+        match plain.run(&["-S", "INPUT"]).await {
+            Ok(_) => Ok(plain),
+            Err(e) => {
+                reasons.push(format!("iptables: {}", short(&e)));
+                Err(FirewallError::Missing {
+                    reason: reasons.join("; "),
+                })
+            }
+        }
+    }
+
+    /// The program used (`iptables-nft`, `iptables-legacy` or `iptables`).
+    pub fn program(&self) -> &str {
+        &self.program
+    }
+
+    /// Closes the host to traffic from `interface` except answers to connections the
+    /// host opened, for run `run_id`; ports are opened with [`Firewall::allow_port`].
+    /// On failure, whatever was set is removed.
+    ///
+    /// # Errors
+    /// [`FirewallError`] when a rule cannot be set.
+    pub async fn isolate(&self, run_id: &str, interface: &str) -> Result<(), FirewallError> {
+        let comment = rule_comment(run_id);
+        let chain = chain_name(run_id);
+        let result = async {
+            self.run(&["-N", &chain]).await?;
+            self.run(&[
+                "-A",
+                &chain,
+                "-m",
+                "conntrack",
+                "--ctstate",
+                "RELATED,ESTABLISHED",
+                "-m",
+                "comment",
+                "--comment",
+                &comment,
+                "-j",
+                "ACCEPT",
+            ])
+            .await?;
+            // DROP first, then the jump above it.
+            self.input_rule(interface, &comment, "DROP").await?;
+            self.input_rule(interface, &comment, &chain).await
+        }
+        .await;
+        if let Err(e) = result {
+            if let Err(cleanup) = self.remove_run(run_id).await {
+                tracing::warn!(run = run_id, "removing half-set host rules: {cleanup}");
+            }
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Puts `-i interface … -j target` first in `INPUT`, with the run's comment.
+    async fn input_rule(
+        &self,
+        interface: &str,
+        comment: &str,
+        target: &str,
+    ) -> Result<(), FirewallError> {
+        self.run(&[
+            "-I",
+            "INPUT",
+            "1",
+            "-i",
+            interface,
+            "-m",
+            "comment",
+            "--comment",
+            comment,
+            "-j",
+            target,
+        ])
+        .await
+        .map(|_| ())
+    }
+
+    /// Lets the run's sandboxes open TCP connections to `gateway:port` on the host.
+    ///
+    /// # Errors
+    /// [`FirewallError`] when the rule cannot be set.
+    pub async fn allow_port(
+        &self,
+        run_id: &str,
+        gateway: IpAddr,
+        port: u16,
+    ) -> Result<(), FirewallError> {
+        let gateway = gateway.to_string();
+        let port = port.to_string();
+        self.run(&[
+            "-A",
+            &chain_name(run_id),
+            "-d",
+            &gateway,
+            "-p",
+            "tcp",
+            "--dport",
+            &port,
+            "-m",
+            "comment",
+            "--comment",
+            &rule_comment(run_id),
+            "-j",
+            "ACCEPT",
+        ])
+        .await
+        .map(|_| ())
+    }
+
+    /// Forbids the sandbox at `source` to open any connection to the host (it can
+    /// still answer the host's own, such as the orchestrator's ACP connection).
+    ///
+    /// # Errors
+    /// [`FirewallError`] when the rule cannot be set.
+    pub async fn deny_source(&self, run_id: &str, source: IpAddr) -> Result<(), FirewallError> {
+        let source = source.to_string();
+        // Right after the ESTABLISHED rule, above every port rule.
+        self.run(&[
+            "-I",
+            &chain_name(run_id),
+            "2",
+            "-s",
+            &source,
+            "-m",
+            "conntrack",
+            "--ctstate",
+            "NEW",
+            "-m",
+            "comment",
+            "--comment",
+            &rule_comment(run_id),
+            "-j",
+            "DROP",
+        ])
+        .await
+        .map(|_| ())
+    }
+
+    /// Removes every host rule of run `run_id` and its chain. Returns how many rules
+    /// were removed from `INPUT` (0 when there were none).
+    ///
+    /// # Errors
+    /// [`FirewallError`] when the rules cannot be listed or one cannot be removed.
+    pub async fn remove_run(&self, run_id: &str) -> Result<usize, FirewallError> {
+        let comment = rule_comment(run_id);
+        let listing = self.run(&["-S", "INPUT"]).await?;
+        let mut removed = 0;
+        let mut chains = BTreeSet::from([chain_name(run_id)]);
+        for line in listing.lines() {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let ours = words
+                .windows(2)
+                .any(|w| w[0] == "--comment" && w[1] == comment);
+            if !ours || words.first() != Some(&"-A") {
+                continue;
+            }
+            if let Some(target) = words.windows(2).find(|w| w[0] == "-j").map(|w| w[1]) {
+                if target.starts_with(CHAIN_PREFIX) {
+                    chains.insert(target.to_owned());
+                }
+            }
+            let mut delete: Vec<&str> = vec!["-D"];
+            delete.extend(&words[1..]);
+            self.run(&delete).await?;
+            removed += 1;
+        }
+        for chain in chains {
+            // Absent chains are fine: nothing to remove.
+            if self.run(&["-F", &chain]).await.is_ok() {
+                self.run(&["-X", &chain]).await?;
+            }
+        }
+        Ok(removed)
+    }
+
+    /// The runs (by the id in their rules' comment) that have host rules here.
+    ///
+    /// # Errors
+    /// [`FirewallError`] when the rules cannot be listed.
+    pub async fn runs_with_rules(&self) -> Result<BTreeSet<String>, FirewallError> {
+        let listing = self.run(&["-S", "INPUT"]).await?;
+        Ok(listing
+            .lines()
+            .filter_map(|line| {
+                let words: Vec<&str> = line.split_whitespace().collect();
+                words
+                    .windows(2)
+                    .find(|w| w[0] == "--comment")
+                    .and_then(|w| w[1].strip_prefix(RULE_COMMENT_PREFIX))
+                    .map(str::to_owned)
+            })
+            .collect())
+    }
+
+    /// Every rule line (`-A …`) in `INPUT` and the run's chain that belongs to run
+    /// `run_id`, for tests and diagnostics.
+    ///
+    /// # Errors
+    /// [`FirewallError`] when the rules cannot be listed.
+    pub async fn rules_of(&self, run_id: &str) -> Result<Vec<String>, FirewallError> {
+        let comment = rule_comment(run_id);
+        let mut listing = self.run(&["-S", "INPUT"]).await?;
+        if let Ok(chain) = self.run(&["-S", &chain_name(run_id)]).await {
+            listing.push_str(&chain);
+        }
+        Ok(listing
+            .lines()
+            .filter(|line| {
+                line.split_whitespace()
+                    .collect::<Vec<_>>()
+                    .windows(2)
+                    .any(|w| w[0] == "--comment" && w[1] == comment)
+            })
+            .map(str::to_owned)
+            .collect())
+    }
+
+    /// Runs `program -w SECONDS ARGS…` with a closed stdin; its stdout.
+    async fn run(&self, args: &[&str]) -> Result<String, FirewallError> {
+        let command = format!("{} {}", self.program, args.join(" "));
+        let output = Command::new(&self.program)
+            .args(["-w", LOCK_WAIT_SECONDS])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .output()
+            .await
+            .map_err(|e| FirewallError::Command {
+                command: command.clone(),
+                stderr: format!("cannot run {}: {e}", self.program),
+            })?;
+        if output.status.success() {
+            return Ok(String::from_utf8_lossy(&output.stdout).into_owned());
+        }
+        let stderr: String = String::from_utf8_lossy(&output.stderr)
+            .lines()
+            .filter(|l| !l.starts_with("# Warning"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        Err(FirewallError::Command {
+            command,
+            stderr: if stderr.trim().is_empty() {
+                format!("exit status {}", output.status)
+            } else {
+                stderr.trim().to_owned()
+            },
+        })
+    }
+}
+
+/// The comment on every host rule of run `run_id`: `boitata-run-RUN`, with anything
+/// but letters, digits, `-`, `_` and `.` replaced by `_` (so `iptables -S` prints it
+/// as one word).
+pub fn rule_comment(run_id: &str) -> String {
+    let safe: String = run_id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(200)
+        .collect();
+    format!("{RULE_COMMENT_PREFIX}{safe}")
+}
+
+/// The run's own chain: `BOITATA-` and 16 hex digits of a hash of the run id (chain
+/// names have at most 28 characters).
+fn chain_name(run_id: &str) -> String {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    run_id.hash(&mut hasher);
+    format!("{CHAIN_PREFIX}{:016x}", hasher.finish())
+}
+
+fn short(e: &FirewallError) -> String {
+    match e {
+        FirewallError::Command { stderr, .. } => stderr.clone(),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn comments_are_one_word_and_chains_fit_iptables() {
+        assert_eq!(rule_comment("0195-ab.c_d"), "boitata-run-0195-ab.c_d");
+        assert_eq!(rule_comment("a b\"c"), "boitata-run-a_b_c");
+        let chain = chain_name("019a1b2c-0000-7000-8000-000000000000");
+        assert!(chain.len() <= 28, "{chain}");
+        assert_ne!(chain, chain_name("another run"));
+    }
+}
