@@ -272,7 +272,13 @@ mod tests {
         ] {
             assert!(rule(open).opens_everything(), "{open}");
         }
-        for narrow in ["10.0.0.0/8", "fc00::/7", "*.pypi.org", "pypi.org", "10.1.2.3"] {
+        for narrow in [
+            "10.0.0.0/8",
+            "fc00::/7",
+            "*.pypi.org",
+            "pypi.org",
+            "10.1.2.3",
+        ] {
             assert!(!rule(narrow).opens_everything(), "{narrow}");
         }
         for bad in [
