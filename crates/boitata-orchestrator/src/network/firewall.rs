@@ -7,8 +7,8 @@
 //! arriving on the run network's bridge interface:
 //!
 //! ```text
-//! -A INPUT -i br-… -m comment --comment boitata-run-RUN -j BOITATA-…   (the run's chain)
-//! -A INPUT -i br-… -m comment --comment boitata-run-RUN -j DROP        (anything it returns)
+//! -A INPUT -i bt-… -m comment --comment boitata-run-RUN -j BOITATA-…   (the run's chain)
+//! -A INPUT -i bt-… -m comment --comment boitata-run-RUN -j DROP        (anything it returns)
 //! -A BOITATA-… -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT      (answers to the host)
 //! -A BOITATA-… -s SANDBOX -m conntrack --ctstate NEW -j DROP            (egress: none)
 //! -A BOITATA-… -d GATEWAY -p tcp --dport PORT -j ACCEPT                  (each allowed port)

@@ -163,7 +163,8 @@ impl RunNetwork {
         self.gateway
     }
 
-    /// The host's bridge interface of the network (`br-…`).
+    /// The host's bridge interface of the network (`bt-…`, see
+    /// [`run_network_interface`]).
     pub fn interface(&self) -> &str {
         &self.interface
     }

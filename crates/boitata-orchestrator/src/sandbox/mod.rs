@@ -166,7 +166,8 @@ pub struct RunNetworkInfo {
     /// The network's gateway address: the host's own address on the network, where
     /// the run's egress proxy and model gateway listen. `None` if the backend has none.
     pub gateway: Option<IpAddr>,
-    /// The host's network interface the network is (a Linux bridge, `br-…`), where
+    /// The host's network interface the network is (a Linux bridge: `bt-…`, see [`run_network_interface`], when the backend
+    /// names it so; Docker's own `br-…` otherwise), where
     /// host rules apply. `None` if the backend has none.
     pub interface: Option<String>,
     /// All its labels (the same `boitata.*` labels a sandbox carries).
