@@ -17,7 +17,7 @@ use std::collections::BTreeSet;
 use std::net::IpAddr;
 use std::sync::Mutex;
 
-use crate::sandbox::{run_network_interface, RunNetworkInfo, Sandbox, SandboxError};
+use crate::sandbox::{RunNetworkInfo, Sandbox, SandboxError};
 pub use firewall::{Firewall, FirewallError};
 
 /// A run's network with its host rules. See the module docs.
@@ -33,48 +33,19 @@ pub struct RunNetwork {
 
 impl RunNetwork {
     /// Creates run `run_id`'s network on `backend` and sets its host rules. On any
-    /// failure nothing is left behind (the network and the rules are removed) and no
-    /// sandbox can be started unfirewalled.
+    /// failure nothing is left behind (the network is removed) and no sandbox can be
+    /// started unfirewalled.
     ///
-    /// The rules are set on the bridge the backend is asked to make
-    /// ([`run_network_interface`]) while the backend makes the network; if the network
-    /// comes up on another interface, they are moved there before this returns. Either
-    /// way no sandbox joins the network before both are done.
+    /// The rules are set once the network exists, never before: the reaper takes rules
+    /// whose network it cannot see for a dead run's strays, and would remove those of a
+    /// network still being made.
     ///
     /// # Errors
     /// The backend's [`SandboxError`]; [`SandboxError::Isolation`] when the host rules
     /// cannot be set (no `iptables`, not root, a daemon on another machine).
     pub async fn create(backend: &dyn Sandbox, run_id: &str) -> Result<RunNetwork, SandboxError> {
-        let isolation = |message: String| SandboxError::Isolation {
-            run_id: run_id.to_owned(),
-            message,
-        };
-        let planned = run_network_interface(run_id);
-        let early_rules = async {
-            let firewall = Firewall::detect().await?;
-            firewall.isolate(run_id, &planned).await?;
-            Ok::<_, FirewallError>(firewall)
-        };
-        let (made, ruled) = tokio::join!(backend.create_run_network(run_id), early_rules);
-        let info = match made {
-            Ok(info) => info,
-            Err(e) => {
-                if let Ok(firewall) = &ruled {
-                    if let Err(cleanup) = firewall.remove_isolation(run_id, &planned).await {
-                        tracing::warn!(
-                            run = run_id,
-                            "removing the rules of a network that could not be made: {cleanup}"
-                        );
-                    }
-                }
-                return Err(e);
-            }
-        };
-        let isolated = match ruled {
-            Ok(firewall) => Self::isolate(run_id, info.clone(), firewall, &planned).await,
-            Err(e) => Err(isolation(format!("network {}: {e}", info.name))),
-        };
-        match isolated {
+        let info = backend.create_run_network(run_id).await?;
+        match Self::isolate(run_id, info.clone()).await {
             Ok(network) => Ok(network),
             Err(e) => {
                 if let Err(cleanup) = backend.remove_run_network(&info.name).await {
@@ -85,57 +56,35 @@ impl RunNetwork {
         }
     }
 
-    /// Checks that the rules set on `planned` fit the network `info` made, moving them
-    /// to its real interface when the backend chose another. On failure the rules are
-    /// removed.
-    async fn isolate(
-        run_id: &str,
-        info: RunNetworkInfo,
-        firewall: Firewall,
-        planned: &str,
-    ) -> Result<RunNetwork, SandboxError> {
+    async fn isolate(run_id: &str, info: RunNetworkInfo) -> Result<RunNetwork, SandboxError> {
         let isolation = |message: String| SandboxError::Isolation {
             run_id: run_id.to_owned(),
             message,
         };
-        let checked = async {
-            let (Some(gateway), Some(interface)) = (info.gateway, info.interface.clone()) else {
-                return Err(isolation(format!(
-                    "network {} has no gateway address or bridge interface: host rules cannot be set",
-                    info.name
-                )));
-            };
-            if !std::path::Path::new("/sys/class/net")
-                .join(&interface)
-                .exists()
-            {
-                return Err(isolation(format!(
-                    "network {}'s bridge {interface} is not on this machine (is DOCKER_HOST a \
-                     daemon elsewhere?): its host rules cannot be set here; run boitata on the \
-                     daemon's machine, or opt out with network: bridge (not isolated)",
-                    info.name
-                )));
-            }
-            if interface != planned {
-                tracing::debug!(network = %info.name, %interface, planned, "the bridge is not the one asked for: moving the host rules");
-                let moved = match firewall.remove_isolation(run_id, planned).await {
-                    Ok(()) => firewall.isolate(run_id, &interface).await,
-                    Err(e) => Err(e),
-                };
-                moved.map_err(|e| isolation(format!("network {}: {e}", info.name)))?;
-            }
-            Ok((gateway, interface))
-        }
-        .await;
-        let (gateway, interface) = match checked {
-            Ok(found) => found,
-            Err(e) => {
-                if let Err(cleanup) = firewall.remove_run(run_id).await {
-                    tracing::warn!(run = run_id, "removing the host rules of a network that could not be isolated: {cleanup}");
-                }
-                return Err(e);
-            }
+        let (Some(gateway), Some(interface)) = (info.gateway, info.interface.clone()) else {
+            return Err(isolation(format!(
+                "network {} has no gateway address or bridge interface: host rules cannot be set",
+                info.name
+            )));
         };
+        if !std::path::Path::new("/sys/class/net")
+            .join(&interface)
+            .exists()
+        {
+            return Err(isolation(format!(
+                "network {}'s bridge {interface} is not on this machine (is DOCKER_HOST a \
+                 daemon elsewhere?): its host rules cannot be set here; run boitata on the \
+                 daemon's machine, or opt out with network: bridge (not isolated)",
+                info.name
+            )));
+        }
+        let firewall = Firewall::detect()
+            .await
+            .map_err(|e| isolation(format!("network {}: {e}", info.name)))?;
+        firewall
+            .isolate(run_id, &interface)
+            .await
+            .map_err(|e| isolation(format!("network {}: {e}", info.name)))?;
         tracing::debug!(network = %info.name, %interface, firewall = firewall.program(), "run network isolated");
         Ok(RunNetwork {
             run_id: run_id.to_owned(),
@@ -164,7 +113,7 @@ impl RunNetwork {
     }
 
     /// The host's bridge interface of the network (`bt-…`, see
-    /// [`run_network_interface`]).
+    /// [`run_network_interface`](crate::sandbox::run_network_interface)).
     pub fn interface(&self) -> &str {
         &self.interface
     }

@@ -702,7 +702,7 @@ impl Sandbox for DockerBackend {
                 attachable: Some(false),
                 enable_ipv6: Some(false),
                 labels: Some(self.owner_labels(run_id)),
-                // A bridge name known in advance: host rules are set while this runs.
+                // A bridge name derived from the run, which its host rules name.
                 options: Some(HashMap::from([(
                     BRIDGE_NAME_OPTION.to_owned(),
                     run_network_interface(run_id),

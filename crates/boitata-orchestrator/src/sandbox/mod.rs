@@ -141,8 +141,8 @@ pub fn run_network_name(run_id: &str) -> String {
 
 /// The host interface (Linux bridge) of run `run_id`'s own network: `bt-` and 12 hex
 /// digits of a hash of the run id (interface names have at most 15 characters).
-/// Backends that can name the bridge name it so, so that host rules can be set while
-/// the network is being made (see [`crate::network`]).
+/// Backends that can name the bridge name it so: a run's host rules (see
+/// [`crate::network`]) then name an interface a person can trace to the run.
 pub fn run_network_interface(run_id: &str) -> String {
     format!("bt-{:012x}", run_id_hash(run_id) >> 16)
 }

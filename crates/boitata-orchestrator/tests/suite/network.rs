@@ -379,7 +379,7 @@ async fn gc_removes_the_network_and_host_rules_a_dead_run_left() {
 }
 
 #[tokio::test]
-async fn a_run_network_is_on_the_bridge_named_in_advance_with_its_rules_in_place() {
+async fn a_run_network_is_on_the_bridge_named_after_the_run_with_its_rules_on_it() {
     let Some((_daemon, scope, backend)) = setup("network_bridge_name") else {
         return;
     };
@@ -392,7 +392,7 @@ async fn a_run_network_is_on_the_bridge_named_in_advance_with_its_rules_in_place
         .join(&planned)
         .exists());
     // The jump to the run's chain and the DROP, on that bridge, and the chain's
-    // ESTABLISHED rule: set while the network was being made.
+    // ESTABLISHED rule.
     let rules = network.firewall().rules_of(scope.run_id()).await.unwrap();
     assert_eq!(rules.len(), 3, "{rules:?}");
     let on_bridge: Vec<&String> = rules
