@@ -190,9 +190,9 @@ pub async fn gc_networks_where(
     };
     match firewall.runs_with_rules().await {
         Ok(runs) => {
-            // Listed again after the rules: a run's rules are set after its network is
-            // made and removed before it, so rules without a network now are strays
-            // (and a run starting meanwhile is not taken for one).
+            // Listed again after the rules: a run's rules are set only after its
+            // network is made, so rules without a network now are strays (and a run
+            // starting meanwhile is not taken for one; see `RunNetwork::create`).
             let networked: BTreeSet<String> = backend
                 .list_run_networks()
                 .await?

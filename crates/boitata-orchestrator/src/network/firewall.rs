@@ -7,8 +7,8 @@
 //! arriving on the run network's bridge interface:
 //!
 //! ```text
-//! -A INPUT -i br-… -m comment --comment boitata-run-RUN -j BOITATA-…   (the run's chain)
-//! -A INPUT -i br-… -m comment --comment boitata-run-RUN -j DROP        (anything it returns)
+//! -A INPUT -i bt-… -m comment --comment boitata-run-RUN -j BOITATA-…   (the run's chain)
+//! -A INPUT -i bt-… -m comment --comment boitata-run-RUN -j DROP        (anything it returns)
 //! -A BOITATA-… -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT      (answers to the host)
 //! -A BOITATA-… -s SANDBOX -m conntrack --ctstate NEW -j DROP            (egress: none)
 //! -A BOITATA-… -d GATEWAY -p tcp --dport PORT -j ACCEPT                  (each allowed port)
@@ -19,13 +19,18 @@
 //! daemon uses (the nf_tables or the legacy variant, see [`Firewall::detect`]), so that
 //! both sets live in one place. Setting them needs root (or `CAP_NET_ADMIN`); when that
 //! fails, nothing is started on the network.
+//!
+//! Each change is one atomic batch (`iptables-restore --noflush`, one process): a run's
+//! rules are all set or none, and setting or removing them costs one process run, not
+//! one per rule.
 
 use std::collections::BTreeSet;
-use std::hash::{Hash, Hasher};
 use std::net::IpAddr;
 use std::process::Stdio;
 
+use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
+use tokio::sync::OnceCell;
 
 /// The prefix of the comment on every host rule of a run: `boitata-run-RUN`.
 pub const RULE_COMMENT_PREFIX: &str = "boitata-run-";
@@ -35,6 +40,10 @@ const CHAIN_PREFIX: &str = "BOITATA-";
 
 /// How long an `iptables` call waits for the xtables lock, in seconds.
 const LOCK_WAIT_SECONDS: &str = "10";
+
+/// The `iptables` variant found by [`Firewall::detect`], once per process: the daemon's
+/// choice does not change while it runs, and asking costs up to three process runs.
+static DETECTED: OnceCell<Firewall> = OnceCell::const_new();
 
 /// A host rule could not be read, set or removed.
 #[derive(Debug, thiserror::Error)]
@@ -75,7 +84,13 @@ impl Firewall {
     ///
     /// # Errors
     /// [`FirewallError::Missing`] when no `iptables` program runs at all.
+    /// The answer is kept for the life of the process (a failure is not: the next call
+    /// asks again).
     pub async fn detect() -> Result<Firewall, FirewallError> {
+        DETECTED.get_or_try_init(Self::detect_now).await.cloned()
+    }
+
+    async fn detect_now() -> Result<Firewall, FirewallError> {
         let mut reasons = Vec::new();
         for program in ["iptables-nft", "iptables-legacy"] {
             let firewall = Firewall {
@@ -114,59 +129,51 @@ impl Firewall {
     pub async fn isolate(&self, run_id: &str, interface: &str) -> Result<(), FirewallError> {
         let comment = rule_comment(run_id);
         let chain = chain_name(run_id);
-        let result = async {
-            self.run(&["-N", &chain]).await?;
-            self.run(&[
-                "-A",
-                &chain,
-                "-m",
-                "conntrack",
-                "--ctstate",
-                "RELATED,ESTABLISHED",
-                "-m",
-                "comment",
-                "--comment",
-                &comment,
-                "-j",
-                "ACCEPT",
-            ])
-            .await?;
-            // DROP first, then the jump above it.
-            self.input_rule(interface, &comment, "DROP").await?;
-            self.input_rule(interface, &comment, &chain).await
-        }
-        .await;
-        if let Err(e) = result {
-            if let Err(cleanup) = self.remove_run(run_id).await {
-                tracing::warn!(run = run_id, "removing half-set host rules: {cleanup}");
-            }
-            return Err(e);
-        }
-        Ok(())
+        // One batch, applied atomically: the jump to the run's chain above the DROP,
+        // both first in INPUT.
+        let script = format!(
+            "*filter\n\
+             :{chain} - [0:0]\n\
+             -A {chain} -m conntrack --ctstate RELATED,ESTABLISHED -m comment --comment {comment} -j ACCEPT\n\
+             -I INPUT 1 -i {interface} -m comment --comment {comment} -j DROP\n\
+             -I INPUT 1 -i {interface} -m comment --comment {comment} -j {chain}\n\
+             COMMIT\n"
+        );
+        self.restore(&script).await
     }
 
-    /// Puts `-i interface … -j target` first in `INPUT`, with the run's comment.
-    async fn input_rule(
+    /// Removes the rules [`Firewall::isolate`] set for run `run_id` on `interface`, the
+    /// ports opened since and the run's chain, in one batch; when they are not exactly
+    /// those (a rule missing, one added by hand), falls back to
+    /// [`Firewall::remove_run`].
+    ///
+    /// # Errors
+    /// [`FirewallError`] when the rules cannot be listed or one cannot be removed.
+    pub async fn remove_isolation(
         &self,
+        run_id: &str,
         interface: &str,
-        comment: &str,
-        target: &str,
     ) -> Result<(), FirewallError> {
-        self.run(&[
-            "-I",
-            "INPUT",
-            "1",
-            "-i",
-            interface,
-            "-m",
-            "comment",
-            "--comment",
-            comment,
-            "-j",
-            target,
-        ])
-        .await
-        .map(|_| ())
+        let comment = rule_comment(run_id);
+        let chain = chain_name(run_id);
+        let script = format!(
+            "*filter\n\
+             -D INPUT -i {interface} -m comment --comment {comment} -j {chain}\n\
+             -D INPUT -i {interface} -m comment --comment {comment} -j DROP\n\
+             -F {chain}\n\
+             -X {chain}\n\
+             COMMIT\n"
+        );
+        match self.restore(&script).await {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                tracing::debug!(
+                    run = run_id,
+                    "removing the host rules in one batch: {e}; listing them"
+                );
+                self.remove_run(run_id).await.map(|_| ())
+            }
+        }
     }
 
     /// Lets the run's sandboxes open TCP connections to `gateway:port` on the host.
@@ -237,15 +244,17 @@ impl Firewall {
     /// [`FirewallError`] when the rules cannot be listed or one cannot be removed.
     pub async fn remove_run(&self, run_id: &str) -> Result<usize, FirewallError> {
         let comment = rule_comment(run_id);
-        let listing = self.run(&["-S", "INPUT"]).await?;
+        // The whole filter table: INPUT's rules and which chains exist.
+        let listing = self.run(&["-S"]).await?;
         let mut removed = 0;
         let mut chains = BTreeSet::from([chain_name(run_id)]);
+        let mut script = String::from("*filter\n");
         for line in listing.lines() {
             let words: Vec<&str> = line.split_whitespace().collect();
             let ours = words
                 .windows(2)
                 .any(|w| w[0] == "--comment" && w[1] == comment);
-            if !ours || words.first() != Some(&"-A") {
+            if !ours || words.get(..2) != Some(&["-A", "INPUT"]) {
                 continue;
             }
             if let Some(target) = words.windows(2).find(|w| w[0] == "-j").map(|w| w[1]) {
@@ -253,16 +262,21 @@ impl Firewall {
                     chains.insert(target.to_owned());
                 }
             }
-            let mut delete: Vec<&str> = vec!["-D"];
-            delete.extend(&words[1..]);
-            self.run(&delete).await?;
+            script.push_str(&format!("-D {}\n", words[1..].join(" ")));
             removed += 1;
         }
-        for chain in chains {
-            // Absent chains are fine: nothing to remove.
-            if self.run(&["-F", &chain]).await.is_ok() {
-                self.run(&["-X", &chain]).await?;
-            }
+        let existing: BTreeSet<&str> = listing
+            .lines()
+            .filter_map(|line| line.strip_prefix("-N "))
+            .map(str::trim)
+            .collect();
+        // Absent chains are fine: nothing to remove.
+        for chain in chains.iter().filter(|c| existing.contains(c.as_str())) {
+            script.push_str(&format!("-F {chain}\n-X {chain}\n"));
+        }
+        if script.lines().count() > 1 {
+            script.push_str("COMMIT\n");
+            self.restore(&script).await?;
         }
         Ok(removed)
     }
@@ -309,6 +323,39 @@ impl Firewall {
             .collect())
     }
 
+    /// Applies `script` (the `iptables-restore` format) atomically with the
+    /// `-restore` program of this variant, `--noflush` (only what it names changes).
+    async fn restore(&self, script: &str) -> Result<(), FirewallError> {
+        let program = format!("{}-restore", self.program);
+        let command = format!("{program} --noflush -w {LOCK_WAIT_SECONDS} <<< {script:?}");
+        let failed = |stderr: String| FirewallError::Command {
+            command: command.clone(),
+            stderr,
+        };
+        let mut child = Command::new(&program)
+            .args(["--noflush", "-w", LOCK_WAIT_SECONDS])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| failed(format!("cannot run {program}: {e}")))?;
+        if let Some(mut stdin) = child.stdin.take() {
+            stdin
+                .write_all(script.as_bytes())
+                .await
+                .map_err(|e| failed(format!("cannot write to {program}: {e}")))?;
+        }
+        let output = child
+            .wait_with_output()
+            .await
+            .map_err(|e| failed(format!("waiting for {program}: {e}")))?;
+        if output.status.success() {
+            return Ok(());
+        }
+        Err(failed(stderr_text(&output)))
+    }
+
     /// Runs `program -w SECONDS ARGS…` with a closed stdin; its stdout.
     async fn run(&self, args: &[&str]) -> Result<String, FirewallError> {
         let command = format!("{} {}", self.program, args.join(" "));
@@ -328,19 +375,25 @@ impl Firewall {
         if output.status.success() {
             return Ok(String::from_utf8_lossy(&output.stdout).into_owned());
         }
-        let stderr: String = String::from_utf8_lossy(&output.stderr)
-            .lines()
-            .filter(|l| !l.starts_with("# Warning"))
-            .collect::<Vec<_>>()
-            .join(" ");
         Err(FirewallError::Command {
             command,
-            stderr: if stderr.trim().is_empty() {
-                format!("exit status {}", output.status)
-            } else {
-                stderr.trim().to_owned()
-            },
+            stderr: stderr_text(&output),
         })
+    }
+}
+
+/// What a failed `iptables` printed on stderr, without its warnings (or its exit
+/// status when it printed nothing else).
+fn stderr_text(output: &std::process::Output) -> String {
+    let stderr: String = String::from_utf8_lossy(&output.stderr)
+        .lines()
+        .filter(|l| !l.starts_with("# Warning"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    if stderr.trim().is_empty() {
+        format!("exit status {}", output.status)
+    } else {
+        stderr.trim().to_owned()
     }
 }
 
@@ -365,9 +418,7 @@ pub fn rule_comment(run_id: &str) -> String {
 /// The run's own chain: `BOITATA-` and 16 hex digits of a hash of the run id (chain
 /// names have at most 28 characters).
 fn chain_name(run_id: &str) -> String {
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    run_id.hash(&mut hasher);
-    format!("{CHAIN_PREFIX}{:016x}", hasher.finish())
+    format!("{CHAIN_PREFIX}{:016x}", crate::sandbox::run_id_hash(run_id))
 }
 
 fn short(e: &FirewallError) -> String {

@@ -36,6 +36,10 @@ impl RunNetwork {
     /// failure nothing is left behind (the network is removed) and no sandbox can be
     /// started unfirewalled.
     ///
+    /// The rules are set once the network exists, never before: the reaper takes rules
+    /// whose network it cannot see for a dead run's strays, and would remove those of a
+    /// network still being made.
+    ///
     /// # Errors
     /// The backend's [`SandboxError`]; [`SandboxError::Isolation`] when the host rules
     /// cannot be set (no `iptables`, not root, a daemon on another machine).
@@ -108,7 +112,8 @@ impl RunNetwork {
         self.gateway
     }
 
-    /// The host's bridge interface of the network (`br-…`).
+    /// The host's bridge interface of the network (`bt-…`, see
+    /// [`run_network_interface`](crate::sandbox::run_network_interface)).
     pub fn interface(&self) -> &str {
         &self.interface
     }
@@ -163,16 +168,21 @@ impl RunNetwork {
             })
     }
 
-    /// Removes the host rules, then the network from `backend`. Call it after the
-    /// sandboxes on it are destroyed.
+    /// Removes the host rules and the network from `backend`, concurrently. Call it
+    /// after the sandboxes on it are destroyed.
     ///
     /// # Errors
     /// [`SandboxError::Isolation`] when a rule cannot be removed (the network is
     /// removed all the same); the backend's error when the network cannot be.
     pub async fn remove(&self, backend: &dyn Sandbox) -> Result<(), SandboxError> {
-        let rules = self.firewall.remove_run(&self.run_id).await;
-        backend.remove_run_network(&self.info.name).await?;
-        rules.map(|_| ()).map_err(|e| SandboxError::Isolation {
+        // No sandbox is left on it: the rules and the network can go at once.
+        let (rules, network) = tokio::join!(
+            self.firewall
+                .remove_isolation(&self.run_id, &self.interface),
+            backend.remove_run_network(&self.info.name)
+        );
+        network?;
+        rules.map_err(|e| SandboxError::Isolation {
             run_id: self.run_id.clone(),
             message: format!(
                 "cannot remove the host rules of network {}: {e}",

@@ -39,10 +39,10 @@ use futures::StreamExt;
 use tokio::sync::OnceCell;
 
 use super::{
-    run_network_name, ExecSpec, ExecStatus, Network, OutputSink, RunNetworkInfo, Sandbox,
-    SandboxError, SandboxId, SandboxInfo, SandboxSpec, CREATED_BY, EXEC_MARKER_ENV,
-    LABEL_CREATED_BY, LABEL_HOST, LABEL_NODE, LABEL_PID, LABEL_PID_START, LABEL_RUN_ID,
-    RUN_NETWORK_PREFIX,
+    run_network_interface, run_network_name, ExecSpec, ExecStatus, Network, OutputSink,
+    RunNetworkInfo, Sandbox, SandboxError, SandboxId, SandboxInfo, SandboxSpec, CREATED_BY,
+    EXEC_MARKER_ENV, LABEL_CREATED_BY, LABEL_HOST, LABEL_NODE, LABEL_PID, LABEL_PID_START,
+    LABEL_RUN_ID, RUN_NETWORK_PREFIX,
 };
 
 /// The network option naming a bridge network's Linux interface.
@@ -702,6 +702,11 @@ impl Sandbox for DockerBackend {
                 attachable: Some(false),
                 enable_ipv6: Some(false),
                 labels: Some(self.owner_labels(run_id)),
+                // A bridge name derived from the run, which its host rules name.
+                options: Some(HashMap::from([(
+                    BRIDGE_NAME_OPTION.to_owned(),
+                    run_network_interface(run_id),
+                )])),
                 ..Default::default()
             })
             .await

@@ -139,6 +139,23 @@ pub fn run_network_name(run_id: &str) -> String {
     format!("{RUN_NETWORK_PREFIX}{run_id}")
 }
 
+/// The host interface (Linux bridge) of run `run_id`'s own network: `bt-` and 12 hex
+/// digits of a hash of the run id (interface names have at most 15 characters).
+/// Backends that can name the bridge name it so: a run's host rules (see
+/// [`crate::network`]) then name an interface a person can trace to the run.
+pub fn run_network_interface(run_id: &str) -> String {
+    format!("bt-{:012x}", run_id_hash(run_id) >> 16)
+}
+
+/// A hash of a run id, for names derived from it that must be short (the bridge
+/// interface, the host rules' chain). The same in every process of one build.
+pub(crate) fn run_id_hash(run_id: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    run_id.hash(&mut hasher);
+    hasher.finish()
+}
+
 /// A run network as the backend reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunNetworkInfo {
@@ -149,7 +166,8 @@ pub struct RunNetworkInfo {
     /// The network's gateway address: the host's own address on the network, where
     /// the run's egress proxy and model gateway listen. `None` if the backend has none.
     pub gateway: Option<IpAddr>,
-    /// The host's network interface the network is (a Linux bridge, `br-…`), where
+    /// The host's network interface the network is (a Linux bridge: `bt-…`, see [`run_network_interface`], when the backend
+    /// names it so; Docker's own `br-…` otherwise), where
     /// host rules apply. `None` if the backend has none.
     pub interface: Option<String>,
     /// All its labels (the same `boitata.*` labels a sandbox carries).

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use boitata_orchestrator::egress::EgressPolicy;
+use boitata_orchestrator::network::Firewall;
 use boitata_orchestrator::reaper;
+use boitata_orchestrator::sandbox::run_network_interface;
 use boitata_orchestrator::{
     CollectOutput, DockerBackend, Egress, ExecSpec, RunSandboxes, Sandbox, SandboxId,
 };
@@ -374,4 +376,101 @@ async fn gc_removes_the_network_and_host_rules_a_dead_run_left() {
     assert!(networks.failed.is_empty(), "{:?}", networks.failed);
     assert!(scope.networks().is_empty());
     assert_eq!(scope.host_rules(), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn a_run_network_is_on_the_bridge_named_after_the_run_with_its_rules_on_it() {
+    let Some((_daemon, scope, backend)) = setup("network_bridge_name") else {
+        return;
+    };
+    let backend = Arc::new(backend);
+    let (run, _) = tracker(&backend, &scope);
+    let network = run.ensure_run_network().await.unwrap();
+    let planned = run_network_interface(scope.run_id());
+    assert_eq!(network.interface(), planned);
+    assert!(std::path::Path::new("/sys/class/net")
+        .join(&planned)
+        .exists());
+    // The jump to the run's chain and the DROP, on that bridge, and the chain's
+    // ESTABLISHED rule.
+    let rules = network.firewall().rules_of(scope.run_id()).await.unwrap();
+    assert_eq!(rules.len(), 3, "{rules:?}");
+    let on_bridge: Vec<&String> = rules
+        .iter()
+        .filter(|r| r.contains(&format!("-i {planned} ")))
+        .collect();
+    assert_eq!(on_bridge.len(), 2, "{rules:?}");
+    assert!(
+        on_bridge.iter().any(|r| r.ends_with("-j DROP")),
+        "{rules:?}"
+    );
+    assert!(
+        rules
+            .iter()
+            .any(|r| r.contains("RELATED,ESTABLISHED") && r.ends_with("-j ACCEPT")),
+        "{rules:?}"
+    );
+
+    let report = run.teardown().await;
+    assert!(report.network_failed.is_none(), "{report:?}");
+    assert!(scope.networks().is_empty());
+    let firewall = Firewall::detect().await.unwrap();
+    assert_eq!(
+        firewall.rules_of(scope.run_id()).await.unwrap(),
+        Vec::<String>::new()
+    );
+    assert!(!std::path::Path::new("/sys/class/net")
+        .join(&planned)
+        .exists());
+}
+
+#[tokio::test]
+async fn host_rules_are_removed_whole_even_when_one_went_missing() {
+    let Some((_daemon, scope, _backend)) = setup("network_rules_batch") else {
+        return;
+    };
+    let firewall = Firewall::detect().await.unwrap();
+    let run = scope.run_id();
+    // An interface that does not exist: rules on it match nothing.
+    let interface = run_network_interface(run);
+    let gateway: IpAddr = "192.0.2.1".parse().unwrap();
+    let sandbox: IpAddr = "192.0.2.7".parse().unwrap();
+
+    firewall.isolate(run, &interface).await.unwrap();
+    firewall.allow_port(run, gateway, 4242).await.unwrap();
+    firewall.deny_source(run, sandbox).await.unwrap();
+    let rules = firewall.rules_of(run).await.unwrap();
+    assert_eq!(rules.len(), 5, "{rules:?}");
+    assert!(
+        rules.iter().any(|r| r.contains("--dport 4242")),
+        "{rules:?}"
+    );
+    assert!(
+        rules.iter().any(|r| r.contains("-s 192.0.2.7/32")),
+        "{rules:?}"
+    );
+    firewall.remove_isolation(run, &interface).await.unwrap();
+    assert_eq!(firewall.rules_of(run).await.unwrap(), Vec::<String>::new());
+    assert!(!firewall.runs_with_rules().await.unwrap().contains(run));
+
+    // One rule removed by hand: the batch no longer fits, the rest goes all the same.
+    firewall.isolate(run, &interface).await.unwrap();
+    let drop_rule = firewall
+        .rules_of(run)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|r| r.starts_with("-A INPUT") && r.ends_with("-j DROP"))
+        .unwrap();
+    let mut delete = vec!["-w", "10", "-D"];
+    delete.extend(drop_rule.split_whitespace().skip(1));
+    let status = std::process::Command::new(firewall.program())
+        .args(&delete)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert_eq!(firewall.rules_of(run).await.unwrap().len(), 2);
+    firewall.remove_isolation(run, &interface).await.unwrap();
+    assert_eq!(firewall.rules_of(run).await.unwrap(), Vec::<String>::new());
+    assert!(!firewall.runs_with_rules().await.unwrap().contains(run));
 }
