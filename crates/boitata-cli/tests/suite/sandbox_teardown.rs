@@ -428,3 +428,50 @@ edges:
         );
     }
 }
+
+/// Without an `iptables` program (here: none on `PATH`), a run network cannot be
+/// closed off from the host: the run fails at `provision` with one message naming
+/// what is missing and the opt-out, and leaves no sandbox and no network behind; it
+/// never starts a sandbox on an unfirewalled network.
+#[test]
+fn without_iptables_a_run_network_sandbox_is_refused_not_left_open() {
+    let Some(_daemon) = daemon("cli_sandbox_without_iptables") else {
+        return;
+    };
+    let home = Home::new();
+    let file = home.blueprint(
+        "closed",
+        r#"name: closed
+entry: box
+nodes:
+  box: { type: provision, image: "boitata-base:bookworm", memory: 256m }
+  hi: { type: exec, container: "{box}", command: "echo should not run" }
+edges:
+  - { from: box, to: hi }
+"#,
+    );
+    // /usr/sbin (and /sbin, its link on Debian) hold every iptables variant.
+    let output = home
+        .boitata()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .args(["run", "closed", "--json", "--blueprint"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    let events = events(&output.stdout);
+    let scope = RunScope::adopt(events[0].run_id.clone());
+    let finished = events.last().unwrap().to_json_line();
+    assert!(
+        finished.contains("no iptables program can be run here")
+            && finished.contains("network: bridge"),
+        "{finished}"
+    );
+    assert!(
+        !events.iter().any(|e| e.payload.kind() == "exec_output"),
+        "a command ran: {events:#?}"
+    );
+    assert_eq!(scope.containers(), Vec::<String>::new(), "sandbox left");
+    assert_eq!(scope.networks(), Vec::<String>::new(), "network left");
+}
